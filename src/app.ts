@@ -1,0 +1,117 @@
+import { readFileSync } from 'node:fs';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
+import type { Logger } from 'pino';
+import type { Config } from './config.ts';
+import type { Database } from './db/client.ts';
+import { randomBase62 } from './db/ids.ts';
+import { healthRoutes } from './health/health.routes.ts';
+import { installAuth } from './http/auth.ts';
+import { installErrorHandling } from './http/error-handler.ts';
+import { registerDocs, registerRouteRules } from './http/openapi.ts';
+import type { RouteEntry } from './http/route-config.ts';
+import { createKeysRepository } from './keys/keys.repository.ts';
+import { keysRoutes } from './keys/keys.routes.ts';
+import { createKeysService, type Clock } from './keys/keys.service.ts';
+import type { RateLimitStore } from './ratelimit/ratelimit.ts';
+
+export interface AppDeps {
+  config: Config;
+  database: Database;
+  limiter: RateLimitStore;
+  logger: Logger;
+  clock?: Clock;
+}
+
+export interface App {
+  server: FastifyInstance;
+  /** Every /api/v1 route with its declared access, for docs and the authorisation matrix. */
+  routes: readonly RouteEntry[];
+  /** Marks the instance as draining: /readyz answers 503 while in-flight work finishes. */
+  beginShutdown(): void;
+}
+
+const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+
+const incomingRequestId = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export async function buildApp(deps: AppDeps): Promise<App> {
+  const { config, database, limiter, logger } = deps;
+  const clock = deps.clock ?? Date.now;
+  let shuttingDown = false;
+
+  const server = Fastify({
+    loggerInstance: logger as FastifyBaseLogger,
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'request_id' }),
+    bodyLimit: config.bodyLimitBytes,
+    trustProxy: config.trustProxy,
+    return503OnClosing: true,
+    genReqId: (req) => {
+      const incoming = req.headers['x-request-id'];
+      return typeof incoming === 'string' && incomingRequestId.test(incoming) ? incoming : `req_${randomBase62(20)}`;
+    },
+  });
+  server.setValidatorCompiler(validatorCompiler);
+  server.setSerializerCompiler(serializerCompiler);
+  installErrorHandling(server);
+
+  const routes: RouteEntry[] = [];
+  registerRouteRules(server, routes);
+
+  server.addHook('onRequest', async (request, reply) => {
+    void reply.header('x-request-id', request.id);
+  });
+  // One line per request; the key id, never the secret.
+  server.addHook('onResponse', async (request, reply) => {
+    request.log.info(
+      {
+        method: request.method,
+        url: request.url,
+        status: reply.statusCode,
+        duration_ms: Math.round(reply.elapsedTime * 100) / 100,
+        key_id: request.principal?.keyId,
+      },
+      'request',
+    );
+  });
+
+  const keys = createKeysService({
+    repo: createKeysRepository(database.db),
+    limiter,
+    clock,
+    adminKey: config.adminKey,
+  });
+  installAuth(server, { keys, limiter, clock, unauthenticatedPerMinute: config.unauthenticatedPerMinute });
+
+  await registerDocs(server, version);
+  await server.register(
+    healthRoutes(
+      [
+        {
+          name: 'database',
+          critical: true,
+          check: async () => {
+            await database.ping();
+            return { ok: true, detail: database.kind };
+          },
+        },
+        {
+          name: 'rate_limits',
+          critical: config.redisFailureMode === 'closed',
+          check: async () => limiter.health(),
+        },
+      ],
+      () => shuttingDown,
+    ),
+  );
+  await server.register(keysRoutes(keys));
+
+  await server.ready();
+  return {
+    server,
+    routes,
+    beginShutdown: () => {
+      shuttingDown = true;
+    },
+  };
+}

@@ -1,0 +1,2 @@
+export * from './keys.ts';
+export * from './usage.ts';

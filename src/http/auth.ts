@@ -1,0 +1,118 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { AuthOutcome, Clock, KeysService } from '../keys/keys.service.ts';
+import { hasScope } from '../keys/principal.ts';
+import { addressSubject, keySubject, unauthenticatedWindows, windowsFor } from '../ratelimit/policy.ts';
+import {
+  blockingWindow,
+  decisiveWindow,
+  headersFor,
+  type LimitOutcome,
+  type RateLimitStore,
+} from '../ratelimit/ratelimit.ts';
+import { AppError } from './errors.ts';
+
+export interface AuthDeps {
+  keys: KeysService;
+  limiter: RateLimitStore;
+  clock: Clock;
+  unauthenticatedPerMinute: number;
+}
+
+const failureMessages: Record<Exclude<AuthOutcome, { ok: true }>['reason'] | 'missing', string> = {
+  missing: 'Missing API key: send the header Authorization: Bearer <key>',
+  malformed: 'Invalid API key',
+  unknown: 'Invalid API key',
+  revoked: 'API key has been revoked',
+  expired: 'API key has expired',
+};
+
+function bearerToken(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
+  return match?.[1];
+}
+
+/**
+ * Authentication, rate limiting and the scope check, in that order, before the body is even
+ * read. Each route declares its scope in its config; this hook is the only place that checks it.
+ */
+export function installAuth(app: FastifyInstance, deps: AuthDeps): void {
+  const { keys, limiter, clock } = deps;
+  const addressWindows = unauthenticatedWindows(deps.unauthenticatedPerMinute);
+  // Addresses that used up their failed-auth budget, until the window resets: refused before any
+  // key lookup without a store round trip. The shared counter stays the source of truth.
+  const blockedAddresses = new Map<string, number>();
+
+  const applyHeaders = (reply: FastifyReply, outcome: LimitOutcome) => {
+    const window = decisiveWindow(outcome);
+    if (window) void reply.headers(headersFor(window));
+  };
+
+  const tooMany = (outcome: LimitOutcome, nowMs: number): AppError => {
+    const window = blockingWindow(outcome);
+    const retryAfter = Math.max(1, (window?.resetAt ?? Math.ceil(nowMs / 1000)) - Math.floor(nowMs / 1000));
+    return new AppError({
+      code: 'rate_limit_exceeded',
+      message: `Rate limit exceeded: ${window?.limit ?? 0} requests per ${window?.name ?? 'window'}. Retry after ${retryAfter} s.`,
+      headers: { 'retry-after': String(retryAfter) },
+    });
+  };
+
+  const refuseUnauthenticated = async (request: FastifyRequest, reply: FastifyReply, message: string) => {
+    const now = clock();
+    const outcome = await limiter.consume(addressSubject(request.ip), addressWindows, now);
+    applyHeaders(reply, outcome);
+    if (!outcome.allowed) {
+      blockedAddresses.set(request.ip, (blockingWindow(outcome)?.resetAt ?? 0) * 1000);
+      throw tooMany(outcome, now);
+    }
+    throw new AppError({ code: 'invalid_api_key', message });
+  };
+
+  app.decorateRequest('principal', null);
+
+  app.addHook('onRequest', async (request, reply) => {
+    const access = request.routeOptions.config.access;
+    if (access === undefined || access === 'public') return;
+
+    const secret = bearerToken(request.headers.authorization);
+    if (secret === undefined) return refuseUnauthenticated(request, reply, failureMessages.missing);
+
+    const blockedUntil = blockedAddresses.get(request.ip);
+    if (blockedUntil !== undefined) {
+      const now = clock();
+      if (blockedUntil > now) {
+        const outcome = await limiter.peek(addressSubject(request.ip), addressWindows, now);
+        if (!outcome.allowed) {
+          applyHeaders(reply, outcome);
+          throw tooMany(outcome, now);
+        }
+      }
+      blockedAddresses.delete(request.ip);
+    }
+
+    const auth = await keys.authenticate(secret);
+    if (!auth.ok) return refuseUnauthenticated(request, reply, failureMessages[auth.reason]);
+
+    const { principal } = auth;
+    const now = clock();
+    const outcome = await limiter.consume(keySubject(principal.keyId), windowsFor(principal), now);
+    applyHeaders(reply, outcome);
+    if (!outcome.allowed) {
+      if (blockingWindow(outcome)?.kind === 'quota') {
+        throw new AppError({ code: 'quota_exceeded', message: 'Daily request quota of this API key exceeded' });
+      }
+      throw tooMany(outcome, now);
+    }
+    if (!hasScope(principal, access)) {
+      throw new AppError({ code: 'insufficient_scope', message: `This API key lacks the '${access}' scope required here` });
+    }
+    request.principal = principal;
+  });
+}
+
+/** The authenticated caller of a route that declared a scope; the auth hook guarantees it. */
+export function principalOf(request: FastifyRequest) {
+  if (request.principal === null) throw new AppError({ code: 'invalid_api_key', message: 'Not authenticated' });
+  return request.principal;
+}

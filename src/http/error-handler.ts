@@ -1,0 +1,92 @@
+import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
+import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
+import { AppError, renderError, type ErrorCode } from './errors.ts';
+
+interface ZodIssueLike {
+  code?: string;
+  input?: unknown;
+  path?: PropertyKey[];
+  message?: string;
+}
+
+const statusCodes: Record<number, ErrorCode> = {
+  400: 'invalid_value',
+  404: 'not_found',
+  405: 'method_not_allowed',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+  429: 'rate_limit_exceeded',
+  503: 'service_unavailable',
+};
+
+/** Errors meaning the database cannot be reached right now: 503 so clients retry, never 500. */
+const unavailableCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P02', '57P03', '08000', '08001', '08003', '08006']);
+
+function isDatabaseUnavailable(error: unknown): boolean {
+  for (let e = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && unavailableCodes.has(code)) return true;
+    if (/Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/.test(e.message)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+function fromValidation(error: FastifyError): AppError {
+  const issues = (error.validation ?? []) as { instancePath?: string; message?: string; params?: { issue?: ZodIssueLike } }[];
+  const first = issues[0];
+  const issue = first?.params?.issue;
+  const path = issue?.path?.map(String).join('.') ?? first?.instancePath?.replace(/^\//, '').replaceAll('/', '.') ?? '';
+  const missing = issue?.code === 'invalid_type' && issue.input === undefined;
+  const where = path === '' ? (error.validationContext ?? 'request') : path;
+  const message = missing ? `${where}: required` : `${where}: ${issue?.message ?? first?.message ?? 'invalid value'}`;
+  return new AppError({ code: missing ? 'missing_field' : 'invalid_value', message, ...(path ? { param: path } : {}) });
+}
+
+/** Maps anything thrown while serving a request to the contract's error. Bad input is never a 500. */
+export function toAppError(error: unknown): AppError {
+  if (error instanceof AppError) return error;
+  const fe = error as FastifyError;
+  if (hasZodFastifySchemaValidationErrors(fe)) return fromValidation(fe);
+  if (isResponseSerializationError(fe)) return new AppError({ code: 'internal_error', message: 'Response serialization failed', cause: error });
+  if (isDatabaseUnavailable(error)) {
+    return new AppError({ code: 'service_unavailable', message: 'Database unavailable, retry shortly', cause: error });
+  }
+  switch (fe.code) {
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new AppError({ code: 'invalid_json', message: 'Request body is empty but Content-Type is application/json' });
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return new AppError({ code: 'invalid_json', message: 'Request body is not valid JSON' });
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new AppError({ code: 'payload_too_large', message: 'Request body is too large' });
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new AppError({ code: 'unsupported_media_type', message: 'Unsupported Content-Type; send application/json' });
+    default:
+      break;
+  }
+  if (error instanceof SyntaxError && fe.statusCode === 400) {
+    return new AppError({ code: 'invalid_json', message: 'Request body is not valid JSON' });
+  }
+  const status = fe.statusCode;
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    return new AppError({ code: statusCodes[status] ?? 'invalid_value', message: fe.message });
+  }
+  return new AppError({ code: 'internal_error', message: 'Internal server error', cause: error });
+}
+
+const familyOf = (request: FastifyRequest) => request.routeOptions.config.family ?? 'structured';
+
+export function installErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error, request, reply) => {
+    const appError = toAppError(error);
+    if (appError.status >= 500) request.log.error({ err: error }, 'request failed');
+    if (appError.headers) void reply.headers(appError.headers);
+    return reply.code(appError.status).type('application/json; charset=utf-8').send(renderError(appError, familyOf(request)));
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const error = new AppError({ code: 'not_found', message: `Route ${request.method} ${request.url.split('?')[0] ?? ''} not found` });
+    return reply.code(404).send(renderError(error, 'structured'));
+  });
+}

@@ -1,0 +1,91 @@
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { FastifyInstance, RouteOptions } from 'fastify';
+import { jsonSchemaTransform } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { errorCodes, type ErrorFamily } from './errors.ts';
+import type { RouteEntry } from './route-config.ts';
+
+const codeNames = Object.keys(errorCodes) as [keyof typeof errorCodes, ...(keyof typeof errorCodes)[]];
+
+export const structuredErrorSchema = z
+  .object({
+    error: z.object({
+      message: z.string(),
+      type: z.string(),
+      code: z.enum(codeNames),
+      param: z.string().optional(),
+    }),
+  })
+  .describe('Structured error');
+
+export const simpleErrorSchema = z
+  .object({ error: z.string() })
+  .catchall(z.string())
+  .describe('Simple error');
+
+const alwaysStructured = new Set([401, 403, 429]);
+const documentedStatuses = [...new Set(Object.values(errorCodes).map((c) => c.status))];
+
+/** The error responses of a route, generated from the error enum so docs cannot drift from code. */
+function errorResponses(family: ErrorFamily): Record<number, z.ZodType> {
+  return Object.fromEntries(
+    documentedStatuses.map((status) => [
+      status,
+      family === 'simple' && !alwaysStructured.has(status) ? simpleErrorSchema : structuredErrorSchema,
+    ]),
+  );
+}
+
+export const DOCS_PREFIX = '/api/v1/docs';
+const OPENAPI_PATH = '/api/v1/openapi.json';
+
+/**
+ * Makes every /api/v1 route declare how it is reached: a scope (or `public`), an operationId, and
+ * the error responses of its family. A route that forgets its scope does not start.
+ */
+export function registerRouteRules(app: FastifyInstance, table: RouteEntry[]): void {
+  app.addHook('onRoute', (route: RouteOptions) => {
+    if (!route.url.startsWith('/api/v1')) return;
+    route.config = { ...route.config };
+    if (route.url.startsWith(DOCS_PREFIX) || route.url === OPENAPI_PATH) route.config.access = 'public';
+    const access = route.config.access;
+    if (access === undefined) throw new Error(`Route ${String(route.method)} ${route.url} declares no access scope`);
+    if (access === 'public') return;
+    const family = route.config.family ?? 'structured';
+    const schema = route.schema ?? {};
+    const operationId = (schema as { operationId?: string }).operationId;
+    if (operationId === undefined) throw new Error(`Route ${String(route.method)} ${route.url} declares no operationId`);
+    route.schema = {
+      ...schema,
+      security: [{ bearerAuth: [] }],
+      response: { ...errorResponses(family), ...(schema.response as object | undefined) },
+    } as typeof route.schema;
+    for (const method of [route.method].flat()) {
+      if (method === 'HEAD') continue;
+      table.push({ method, url: route.url, access, family, operationId });
+    }
+  });
+}
+
+/** OpenAPI from the zod schemas, and Swagger UI from the npm package's own assets: no CDN. */
+export async function registerDocs(app: FastifyInstance, version: string): Promise<void> {
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: {
+        title: 'ragport API',
+        version,
+        description: 'Retrieval, chat and embeddings. Authenticate with `Authorization: Bearer <API key>`.',
+      },
+      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer' } } },
+    },
+    transform: jsonSchemaTransform,
+  });
+  await app.register(swaggerUi, {
+    routePrefix: DOCS_PREFIX,
+    uiConfig: { validatorUrl: null, url: OPENAPI_PATH, deepLinking: true },
+    staticCSP: true,
+  });
+  app.get(OPENAPI_PATH, { config: { access: 'public' }, schema: { hide: true } }, async () => app.swagger());
+}

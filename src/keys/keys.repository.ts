@@ -1,0 +1,100 @@
+import { and, desc, eq, gte, isNull, sql } from 'drizzle-orm';
+import type { Db } from '../db/client.ts';
+import { apiKeys, type ApiKeyRow, type KeyQuota, type KeyRateLimits } from '../db/schema/keys.ts';
+import { usageDaily } from '../db/schema/usage.ts';
+
+export interface NewKeyRow {
+  id: string;
+  name: string;
+  secretHash: string;
+  prefix: string;
+  scopes: string[];
+  tier: string;
+  rateLimits: KeyRateLimits | null;
+  collections: string[] | null;
+  quota: KeyQuota | null;
+  expiresAt: Date | null;
+}
+
+export type KeyPatch = Partial<
+  Pick<NewKeyRow, 'name' | 'scopes' | 'tier' | 'rateLimits' | 'collections' | 'quota' | 'expiresAt'>
+>;
+
+export interface UsageRow {
+  day: string;
+  model: string;
+  requests: number;
+  promptTokens: number;
+  completionTokens: number;
+}
+
+export function createKeysRepository(db: Db) {
+  const live = (id: string) => and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt));
+
+  return {
+    async insert(row: NewKeyRow): Promise<ApiKeyRow> {
+      const [created] = await db.insert(apiKeys).values(row).returning();
+      if (!created) throw new Error('insert returned no row');
+      return created;
+    },
+
+    /** The key with this secret hash, revoked or not: the caller tells the two apart. */
+    async findByHash(secretHash: string): Promise<ApiKeyRow | undefined> {
+      const [row] = await db.select().from(apiKeys).where(eq(apiKeys.secretHash, secretHash)).limit(1);
+      return row;
+    },
+
+    async findLive(id: string): Promise<ApiKeyRow | undefined> {
+      const [row] = await db.select().from(apiKeys).where(live(id)).limit(1);
+      return row;
+    },
+
+    async listLive(): Promise<ApiKeyRow[]> {
+      return db.select().from(apiKeys).where(isNull(apiKeys.revokedAt)).orderBy(desc(apiKeys.createdAt), apiKeys.id);
+    },
+
+    async update(id: string, patch: KeyPatch): Promise<ApiKeyRow | undefined> {
+      const [row] = await db
+        .update(apiKeys)
+        .set({ ...patch, updatedAt: sql`now()` })
+        .where(live(id))
+        .returning();
+      return row;
+    },
+
+    async replaceSecret(id: string, secretHash: string, prefix: string): Promise<ApiKeyRow | undefined> {
+      const [row] = await db
+        .update(apiKeys)
+        .set({ secretHash, prefix, updatedAt: sql`now()` })
+        .where(live(id))
+        .returning();
+      return row;
+    },
+
+    /** Revocation keeps the row (usage history stays attributable) and stops the key at once. */
+    async revoke(id: string): Promise<boolean> {
+      const rows = await db
+        .update(apiKeys)
+        .set({ revokedAt: sql`now()`, updatedAt: sql`now()` })
+        .where(live(id))
+        .returning({ id: apiKeys.id });
+      return rows.length > 0;
+    },
+
+    async usageSince(keyId: string, firstDay: string): Promise<UsageRow[]> {
+      return db
+        .select({
+          day: usageDaily.day,
+          model: usageDaily.model,
+          requests: usageDaily.requests,
+          promptTokens: usageDaily.promptTokens,
+          completionTokens: usageDaily.completionTokens,
+        })
+        .from(usageDaily)
+        .where(and(eq(usageDaily.keyId, keyId), gte(usageDaily.day, firstDay)))
+        .orderBy(usageDaily.day, usageDaily.model);
+    },
+  };
+}
+
+export type KeysRepository = ReturnType<typeof createKeysRepository>;

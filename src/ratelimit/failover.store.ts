@@ -1,0 +1,56 @@
+import type { Logger } from 'pino';
+import { AppError } from '../http/errors.ts';
+import type { LimitWindow, RateLimitStore } from './ratelimit.ts';
+
+export type RedisFailureMode = 'local' | 'closed';
+
+/**
+ * Wraps the shared store. When it fails, `local` keeps serving with per-instance limits (each
+ * instance enforces the full limit on its own traffic), `closed` refuses requests with 503.
+ * Either way a request waits at most the shared store's command timeout.
+ */
+export function withFailover(
+  shared: RateLimitStore,
+  local: RateLimitStore,
+  mode: RedisFailureMode,
+  logger: Logger,
+): RateLimitStore {
+  let degradedSince: number | null = null;
+
+  const attempt = async <T>(op: (store: RateLimitStore) => Promise<T>): Promise<T> => {
+    try {
+      const result = await op(shared);
+      if (degradedSince !== null) {
+        logger.warn({ store: shared.name }, 'rate-limit store recovered');
+        degradedSince = null;
+      }
+      return result;
+    } catch (error) {
+      if (degradedSince === null) {
+        degradedSince = Date.now();
+        logger.error({ err: error, store: shared.name, mode }, 'rate-limit store unavailable');
+      }
+      if (mode === 'closed') {
+        throw new AppError({ code: 'service_unavailable', message: 'Rate limiting is unavailable', cause: error });
+      }
+      return op(local);
+    }
+  };
+
+  return {
+    name: shared.name,
+    consume: (subject: string, windows: readonly LimitWindow[], nowMs: number) =>
+      attempt((s) => s.consume(subject, windows, nowMs)),
+    peek: (subject: string, windows: readonly LimitWindow[], nowMs: number) =>
+      attempt((s) => s.peek(subject, windows, nowMs)),
+    health: () => {
+      const state = shared.health();
+      if (state.ok && degradedSince === null) return state;
+      const fallback = mode === 'local' ? 'limits enforced per instance' : 'requests refused';
+      return { ok: false, detail: `${state.detail}; ${fallback}` };
+    },
+    close: async () => {
+      await Promise.all([shared.close(), local.close()]);
+    },
+  };
+}

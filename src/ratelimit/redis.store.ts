@@ -1,0 +1,71 @@
+import { Redis } from 'ioredis';
+import { counterKey, outcomeFrom, type LimitOutcome, type LimitWindow, type RateLimitStore } from './ratelimit.ts';
+
+/**
+ * One script checks every window of a subject and, only if none is exhausted, counts the
+ * request in all of them: no interleaving between instances can admit more than the limit.
+ * KEYS: one counter per window. ARGV: limit and ttl per window, then 1 to count or 0 to peek.
+ * Returns the counts seen before this request.
+ */
+const script = `
+local n = #KEYS
+local counts = {}
+local allowed = true
+for i = 1, n do
+  local c = tonumber(redis.call('GET', KEYS[i]) or '0')
+  counts[i] = c
+  if c >= tonumber(ARGV[2 * i - 1]) then allowed = false end
+end
+if allowed and ARGV[2 * n + 1] == '1' then
+  for i = 1, n do
+    if redis.call('INCR', KEYS[i]) == 1 then redis.call('EXPIRE', KEYS[i], ARGV[2 * i]) end
+  end
+end
+return counts
+`;
+
+interface ScriptedRedis extends Redis {
+  ragportLimit(numKeys: number, ...args: (string | number)[]): Promise<number[]>;
+}
+
+export interface RedisStoreOptions {
+  url: string;
+  /** Milliseconds a command may take before the request gives up on Redis. */
+  commandTimeoutMs?: number;
+}
+
+export function createRedisStore(options: RedisStoreOptions): RateLimitStore & { client: Redis } {
+  const client = new Redis(options.url, {
+    // Fail at once while disconnected instead of queueing: no request may hang on Redis.
+    enableOfflineQueue: false,
+    commandTimeout: options.commandTimeoutMs ?? 500,
+    maxRetriesPerRequest: 0,
+    lazyConnect: false,
+    retryStrategy: (attempt) => Math.min(attempt * 100, 2_000),
+  }) as ScriptedRedis;
+  client.defineCommand('ragportLimit', { lua: script });
+  // Connection errors surface on the commands; the event would otherwise crash the process.
+  client.on('error', () => undefined);
+
+  const run = async (subject: string, windows: readonly LimitWindow[], nowMs: number, count: boolean) => {
+    const nowSec = Math.floor(nowMs / 1000);
+    const keys = windows.map((w) => counterKey(subject, w, nowMs));
+    const args = windows.flatMap((w) => {
+      const reset = nowSec - (nowSec % w.seconds) + w.seconds;
+      return [w.limit, reset - nowSec + 1];
+    });
+    const counts = await client.ragportLimit(keys.length, ...keys, ...args, count ? 1 : 0);
+    return outcomeFrom(windows, counts, nowMs);
+  };
+
+  return {
+    name: 'redis',
+    client,
+    consume: (subject, windows, nowMs): Promise<LimitOutcome> => run(subject, windows, nowMs, true),
+    peek: (subject, windows, nowMs): Promise<LimitOutcome> => run(subject, windows, nowMs, false),
+    health: () => ({ ok: client.status === 'ready', detail: `redis ${client.status}` }),
+    close: async () => {
+      client.disconnect();
+    },
+  };
+}
