@@ -35,7 +35,7 @@ export async function queryRows<T>(db: Db, query: SQL): Promise<T[]> {
 /** The embedded PostgreSQL (PGlite + pgvector), persisted under `dir`, or in memory without one. */
 export async function openPglite(dir?: string): Promise<Database> {
   if (dir !== undefined) mkdirSync(dir, { recursive: true });
-  const client = await PGlite.create(dir, { extensions: { vector } });
+  const client = await PGlite.create({ ...(dir === undefined ? {} : { dataDir: dir }), extensions: { vector } });
   const db = drizzlePglite(client, { schema }) as unknown as Db;
   return {
     kind: 'pglite',

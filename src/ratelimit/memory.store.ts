@@ -25,7 +25,7 @@ export function createMemoryStore(): RateLimitStore {
     sweep(nowMs);
     const keys = windows.map((w) => counterKey(subject, w, nowMs));
     const before = keys.map((k) => read(k, nowMs));
-    const outcome = outcomeFrom(windows, before, nowMs);
+    const outcome = outcomeFrom(windows, before, nowMs, count);
     if (count && outcome.allowed) {
       keys.forEach((key, i) => {
         const resetAt = outcome.windows[i]?.resetAt ?? 0;

@@ -49,15 +49,19 @@ export const counterKey = (subject: string, window: LimitWindow, nowMs: number):
   // The hash tag keeps all windows of a subject in one Redis Cluster slot, so one script can touch them.
   `rl:{${subject}}:${window.name}:${windowStart(window, nowMs)}`;
 
-/** Builds the outcome from the counts seen before this request and whether it was counted. */
+/**
+ * Builds the outcome from the counts seen before this request; `counting` says whether an
+ * allowed request was added to them (consume) or not (peek).
+ */
 export function outcomeFrom(
   windows: readonly LimitWindow[],
   countsBefore: readonly number[],
   nowMs: number,
+  counting: boolean,
 ): LimitOutcome {
   const allowed = windows.every((w, i) => (countsBefore[i] ?? 0) < w.limit);
   const states = windows.map((w, i) => {
-    const used = (countsBefore[i] ?? 0) + (allowed ? 1 : 0);
+    const used = (countsBefore[i] ?? 0) + (allowed && counting ? 1 : 0);
     return {
       name: w.name,
       kind: w.kind,

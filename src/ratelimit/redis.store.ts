@@ -55,7 +55,7 @@ export function createRedisStore(options: RedisStoreOptions): RateLimitStore & {
       return [w.limit, reset - nowSec + 1];
     });
     const counts = await client.ragportLimit(keys.length, ...keys, ...args, count ? 1 : 0);
-    return outcomeFrom(windows, counts, nowMs);
+    return outcomeFrom(windows, counts, nowMs, count);
   };
 
   return {

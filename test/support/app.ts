@@ -1,0 +1,92 @@
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { buildApp, type App } from '../../src/app.ts';
+import { loadConfig, type Config } from '../../src/config.ts';
+import type { Database } from '../../src/db/client.ts';
+import { randomBase62 } from '../../src/db/ids.ts';
+import type { Clock } from '../../src/keys/keys.service.ts';
+import { createMemoryStore } from '../../src/ratelimit/memory.store.ts';
+import type { RateLimitStore } from '../../src/ratelimit/ratelimit.ts';
+import { openTestDatabase, type TestDatabase } from './database.ts';
+
+export interface TestAppOptions {
+  database?: Database;
+  limiter?: RateLimitStore;
+  clock?: Clock;
+  config?: Partial<Config>;
+}
+
+export interface TestApp {
+  app: App;
+  url: string;
+  adminKey: string;
+  database: Database;
+  /** Every log line the app wrote, parsed. */
+  logs: Record<string, unknown>[];
+  rawLogs: () => string;
+  request(path: string, init?: RequestInit & { key?: string | null; json?: unknown }): Promise<Response>;
+  createKey(body: Record<string, unknown>): Promise<{ id: string; key: string } & Record<string, unknown>>;
+  close(): Promise<void>;
+}
+
+/** A real ragport listening on a loopback port, over a real database. */
+export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
+  const owned: TestDatabase | undefined = options.database ? undefined : await openTestDatabase();
+  const database = options.database ?? (owned as TestDatabase).database;
+  const adminKey = `admin_${randomBase62(40)}`;
+  const config: Config = {
+    ...loadConfig({}),
+    adminKey,
+    logLevel: 'info',
+    ...options.config,
+  };
+  let raw = '';
+  const logs: Record<string, unknown>[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      raw += chunk.toString();
+      for (const line of chunk.toString().split('\n')) if (line.trim()) logs.push(JSON.parse(line) as Record<string, unknown>);
+      done();
+    },
+  });
+  const limiter = options.limiter ?? createMemoryStore();
+  const app = await buildApp({
+    config,
+    database,
+    limiter,
+    logger: pino({ level: 'info' }, sink),
+    ...(options.clock ? { clock: options.clock } : {}),
+  });
+  await app.server.listen({ port: 0, host: '127.0.0.1' });
+  const address = app.server.server.address();
+  if (address === null || typeof address === 'string') throw new Error('no address');
+  const url = `http://127.0.0.1:${address.port}`;
+
+  const request: TestApp['request'] = (path, init = {}) => {
+    const { key = adminKey, json, ...rest } = init;
+    const headers = new Headers(rest.headers);
+    if (key !== null) headers.set('authorization', `Bearer ${key}`);
+    if (json !== undefined) headers.set('content-type', 'application/json');
+    return fetch(url + path, { ...rest, headers, ...(json !== undefined ? { body: JSON.stringify(json) } : {}) });
+  };
+
+  return {
+    app,
+    url,
+    adminKey,
+    database,
+    logs,
+    rawLogs: () => raw,
+    request,
+    createKey: async (body) => {
+      const response = await request('/api/v1/keys', { method: 'POST', json: body });
+      if (response.status !== 201) throw new Error(`key creation failed: ${response.status} ${await response.text()}`);
+      return (await response.json()) as { id: string; key: string };
+    },
+    close: async () => {
+      await app.server.close();
+      if (!options.limiter) await limiter.close();
+      await owned?.close();
+    },
+  };
+}
