@@ -53,6 +53,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   });
   server.setValidatorCompiler(validatorCompiler);
   server.setSerializerCompiler(serializerCompiler);
+  // JSON is the only body format besides uploads, which register their own parser: text is a 415.
+  server.removeContentTypeParser('text/plain');
   installErrorHandling(server);
 
   const routes: RouteEntry[] = [];

@@ -2,13 +2,6 @@ import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
 import { AppError, renderError, type ErrorCode } from './errors.ts';
 
-interface ZodIssueLike {
-  code?: string;
-  input?: unknown;
-  path?: PropertyKey[];
-  message?: string;
-}
-
 const statusCodes: Record<number, ErrorCode> = {
   400: 'invalid_value',
   404: 'not_found',
@@ -33,14 +26,20 @@ function isDatabaseUnavailable(error: unknown): boolean {
   return false;
 }
 
+/** fastify-type-provider-zod reports each zod issue as keyword (the issue code), path and message. */
+interface ValidationIssue {
+  keyword?: string;
+  instancePath?: string;
+  message?: string;
+}
+
 function fromValidation(error: FastifyError): AppError {
-  const issues = (error.validation ?? []) as { instancePath?: string; message?: string; params?: { issue?: ZodIssueLike } }[];
-  const first = issues[0];
-  const issue = first?.params?.issue;
-  const path = issue?.path?.map(String).join('.') ?? first?.instancePath?.replace(/^\//, '').replaceAll('/', '.') ?? '';
-  const missing = issue?.code === 'invalid_type' && issue.input === undefined;
+  const first = (error.validation?.[0] ?? {}) as ValidationIssue;
+  const path = (first.instancePath ?? '').replace(/^\//, '').replaceAll('/', '.');
+  // zod leaves the input out of its issues; a missing field reads "received undefined".
+  const missing = first.keyword === 'invalid_type' && /received undefined/.test(first.message ?? '');
   const where = path === '' ? (error.validationContext ?? 'request') : path;
-  const message = missing ? `${where}: required` : `${where}: ${issue?.message ?? first?.message ?? 'invalid value'}`;
+  const message = missing ? `${where}: required` : `${where}: ${first.message ?? 'invalid value'}`;
   return new AppError({ code: missing ? 'missing_field' : 'invalid_value', message, ...(path ? { param: path } : {}) });
 }
 

@@ -1,0 +1,115 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp } from '../support/app.ts';
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await startTestApp({ config: { bodyLimitBytes: 64 * 1024 } });
+});
+afterAll(async () => {
+  await t.close();
+});
+
+const structured = (code: string, type = 'invalid_request_error') => ({
+  error: expect.objectContaining({ type, code, message: expect.any(String) }),
+});
+
+describe('bad input never yields a 500', () => {
+  it('malformed JSON is 400 invalid_json', async () => {
+    const response = await t.request('/api/v1/keys', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"name": "x", ',
+    });
+    expect(response.status).toBe(400);
+    expect(await response.json()).toEqual(structured('invalid_json'));
+  });
+
+  it('an empty JSON body is 400', async () => {
+    const response = await t.request('/api/v1/keys', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '' });
+    expect(response.status).toBe(400);
+    expect(await response.json()).toEqual(structured('invalid_json'));
+  });
+
+  it('a missing field is 400 missing_field naming it', async () => {
+    const response = await t.request('/api/v1/keys', { method: 'POST', json: { scopes: ['read'] } });
+    expect(response.status).toBe(400);
+    expect(await response.json()).toEqual({
+      error: { message: 'name: required', type: 'invalid_request_error', code: 'missing_field', param: 'name' },
+    });
+  });
+
+  it('a wrong type is 400 invalid_value', async () => {
+    const response = await t.request('/api/v1/keys', { method: 'POST', json: { name: 42, scopes: 'read' } });
+    expect(response.status).toBe(400);
+    expect(await response.json()).toEqual(structured('invalid_value'));
+  });
+
+  it('a JSON array or scalar body is 400', async () => {
+    for (const body of ['[]', '"text"', '12', 'null']) {
+      const response = await t.request('/api/v1/keys', { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      expect(response.status, body).toBe(400);
+    }
+  });
+
+  it('prototype pollution attempts are refused', async () => {
+    const response = await t.request('/api/v1/keys', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"name":"x","scopes":["read"],"__proto__":{"admin":true}}',
+    });
+    expect(response.status).toBe(400);
+  });
+
+  it('an oversize body is 413', async () => {
+    const response = await t.request('/api/v1/keys', { method: 'POST', json: { name: 'x'.repeat(100 * 1024), scopes: ['read'] } });
+    expect(response.status).toBe(413);
+    expect(await response.json()).toEqual(structured('payload_too_large'));
+  });
+
+  it('an unsupported content type is 415', async () => {
+    const response = await t.request('/api/v1/keys', { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'hello' });
+    expect(response.status).toBe(415);
+    expect(await response.json()).toEqual(structured('unsupported_media_type'));
+  });
+
+  it('an unknown route is 404', async () => {
+    const response = await t.request('/api/v1/nope');
+    expect(response.status).toBe(404);
+    expect(await response.json()).toEqual(structured('not_found', 'not_found_error'));
+    expect((await t.request('/elsewhere', { method: 'POST' })).status).toBe(404);
+  });
+
+  it('authentication comes before body parsing: an unauthenticated bad body is 401', async () => {
+    const response = await t.request('/api/v1/keys', {
+      key: null,
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{oops',
+    });
+    expect(response.status).toBe(401);
+  });
+
+  it('every response carries a request id, and a sane incoming one is kept', async () => {
+    const generated = await t.request('/api/v1/keys');
+    expect(generated.headers.get('x-request-id')).toMatch(/^req_/);
+    const kept = await t.request('/api/v1/keys', { headers: { 'x-request-id': 'trace-123' } });
+    expect(kept.headers.get('x-request-id')).toBe('trace-123');
+    const replaced = await t.request('/api/v1/keys', { headers: { 'x-request-id': 'bad id\twith spaces' } });
+    expect(replaced.headers.get('x-request-id')).toMatch(/^req_/);
+  });
+});
+
+describe('logs', () => {
+  it('one line per request with id, key id, status and duration; never the secret', async () => {
+    const k = await t.createKey({ name: 'logged', scopes: ['admin'] });
+    await t.request('/api/v1/keys', { key: k.key, headers: { 'x-request-id': 'log-check-1' } });
+    await t.request('/api/v1/keys', { key: `${k.key}x`, headers: { 'x-request-id': 'log-check-2' } });
+    const lines = t.logs.filter((l) => l.request_id === 'log-check-1');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ msg: 'request', status: 200, key_id: k.id, method: 'GET', url: '/api/v1/keys' });
+    expect(typeof lines[0]?.duration_ms).toBe('number');
+    expect(t.logs.filter((l) => l.request_id === 'log-check-2')[0]).toMatchObject({ status: 401 });
+    expect(t.rawLogs()).not.toContain(k.key);
+    expect(t.rawLogs()).not.toContain(t.adminKey);
+  });
+});
