@@ -14,7 +14,7 @@ async function main(): Promise<void> {
     onPoolError: (error) => logger.warn({ err: error }, 'idle database connection failed'),
   });
   await database.migrate();
-  const limiter = createLimiter({ redisUrl: config.redisUrl, redisFailureMode: config.redisFailureMode, logger });
+  const limiter = await createLimiter({ redisUrl: config.redisUrl, redisFailureMode: config.redisFailureMode, logger });
   const app = await buildApp({ config, database, limiter, logger });
   await app.server.listen({ port: config.port, host: config.host });
   logger.info(

@@ -10,13 +10,17 @@ export interface LimiterOptions {
   logger: Logger;
 }
 
-/** In-process counters for one instance; Redis, shared by every instance, when REDIS_URL is set. */
-export function createLimiter(options: LimiterOptions): RateLimitStore {
+const CONNECT_WAIT_MS = 3_000;
+
+/**
+ * In-process counters for one instance; Redis, shared by every instance, when REDIS_URL is set.
+ * Start-up waits briefly for Redis; if it is not there yet the failure mode applies until it is.
+ */
+export async function createLimiter(options: LimiterOptions): Promise<RateLimitStore> {
   if (options.redisUrl === undefined) return createMemoryStore();
-  return withFailover(
-    createRedisStore({ url: options.redisUrl }),
-    createMemoryStore(),
-    options.redisFailureMode,
-    options.logger,
-  );
+  const redis = createRedisStore({ url: options.redisUrl });
+  if (!(await redis.connected(CONNECT_WAIT_MS))) {
+    options.logger.warn({ mode: options.redisFailureMode }, 'Redis not reachable at start-up; rate limits degraded until it is');
+  }
+  return withFailover(redis, createMemoryStore(), options.redisFailureMode, options.logger);
 }

@@ -34,7 +34,13 @@ export interface RedisStoreOptions {
   commandTimeoutMs?: number;
 }
 
-export function createRedisStore(options: RedisStoreOptions): RateLimitStore & { client: Redis } {
+export interface RedisStore extends RateLimitStore {
+  client: Redis;
+  /** Resolves once connected, or after `timeoutMs` (it keeps reconnecting in the background). */
+  connected(timeoutMs: number): Promise<boolean>;
+}
+
+export function createRedisStore(options: RedisStoreOptions): RedisStore {
   const client = new Redis(options.url, {
     // Fail at once while disconnected instead of queueing: no request may hang on Redis.
     enableOfflineQueue: false,
@@ -64,6 +70,20 @@ export function createRedisStore(options: RedisStoreOptions): RateLimitStore & {
     consume: (subject, windows, nowMs): Promise<LimitOutcome> => run(subject, windows, nowMs, true),
     peek: (subject, windows, nowMs): Promise<LimitOutcome> => run(subject, windows, nowMs, false),
     health: () => ({ ok: client.status === 'ready', detail: `redis ${client.status}` }),
+    connected: async (timeoutMs) => {
+      if (client.status === 'ready') return true;
+      return new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => {
+          client.off('ready', onReady);
+          resolve(false);
+        }, timeoutMs);
+        const onReady = () => {
+          clearTimeout(timer);
+          resolve(true);
+        };
+        client.once('ready', onReady);
+      });
+    },
     close: async () => {
       client.disconnect();
     },

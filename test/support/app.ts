@@ -33,7 +33,7 @@ export interface TestApp {
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
   const owned: TestDatabase | undefined = options.database ? undefined : await openTestDatabase();
   const database = options.database ?? (owned as TestDatabase).database;
-  const adminKey = `admin_${randomBase62(40)}`;
+  const adminKey = options.config?.adminKey ?? `admin_${randomBase62(40)}`;
   const config: Config = {
     ...loadConfig({}),
     adminKey,

@@ -1,0 +1,162 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/logging.ts';
+import { withFailover } from '../../src/ratelimit/failover.store.ts';
+import { createMemoryStore } from '../../src/ratelimit/memory.store.ts';
+import type { RateLimitStore } from '../../src/ratelimit/ratelimit.ts';
+import { createRedisStore } from '../../src/ratelimit/redis.store.ts';
+import { startTestApp, type TestApp } from '../support/app.ts';
+import { fakeClock } from '../support/clock.ts';
+import { openTestDatabase, type TestDatabase } from '../support/database.ts';
+
+export const redisUrl = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+const stores: Record<string, () => Promise<RateLimitStore>> = {
+  memory: async () => createMemoryStore(),
+  redis: async () => {
+    const redis = createRedisStore({ url: redisUrl });
+    if (!(await redis.connected(5_000))) throw new Error(`Redis is not reachable at ${redisUrl}`);
+    return withFailover(redis, createMemoryStore(), 'closed', createLogger('silent'));
+  },
+};
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await openTestDatabase();
+});
+afterAll(async () => {
+  await db.close();
+});
+
+const limitHeaders = (r: Response) => ({
+  limit: r.headers.get('x-ratelimit-limit'),
+  remaining: r.headers.get('x-ratelimit-remaining'),
+  reset: r.headers.get('x-ratelimit-reset'),
+});
+
+describe.each(Object.keys(stores))('rate limits with the %s store', (storeName) => {
+  const clock = fakeClock();
+  let t: TestApp;
+  let store: RateLimitStore;
+  beforeAll(async () => {
+    store = await (stores[storeName] as () => Promise<RateLimitStore>)();
+    t = await startTestApp({ database: db.database, limiter: store, clock, config: { trustProxy: true } });
+  });
+  afterAll(async () => {
+    await t.close();
+    await store.close();
+  });
+
+  const startOfMinute = () => clock.set(clock() - (clock() % 60_000));
+
+  it('standard tier: exactly 60 per minute, headers on 2xx, 4xx and 429, reset at the next minute', async () => {
+    startOfMinute();
+    const k = await t.createKey({ name: 'std', scopes: ['read'] });
+    const minuteEnd = Math.floor(clock() / 1000) - (Math.floor(clock() / 1000) % 60) + 60;
+    for (let i = 1; i <= 60; i++) {
+      // A 403 (no admin scope) still counts: every request of a key does.
+      const response = await t.request('/api/v1/keys', { key: k.key });
+      expect(response.status).toBe(403);
+      expect(limitHeaders(response)).toEqual({ limit: '60', remaining: String(60 - i), reset: String(minuteEnd) });
+    }
+    clock.advance(59_999);
+    const refused = await t.request('/api/v1/keys', { key: k.key });
+    expect(refused.status).toBe(429);
+    expect(await refused.json()).toEqual({
+      error: { message: expect.stringContaining('60 requests per minute'), type: 'rate_limit_error', code: 'rate_limit_exceeded' },
+    });
+    expect(refused.headers.get('retry-after')).toBe('1');
+    expect(limitHeaders(refused)).toEqual({ limit: '60', remaining: '0', reset: String(minuteEnd) });
+    clock.advance(1);
+    const again = await t.request('/api/v1/keys', { key: k.key });
+    expect(again.status).toBe(403);
+    // After the minute resets, the hour window (1000 - 61 left) is not yet the tightest one.
+    expect(limitHeaders(again)).toMatchObject({ limit: '60', remaining: '59' });
+  });
+
+  it('a 2xx response carries the headers', async () => {
+    const k = await t.createKey({ name: 'ok', scopes: ['admin'] });
+    const response = await t.request('/api/v1/keys', { key: k.key });
+    expect(response.status).toBe(200);
+    expect(limitHeaders(response).limit).toBe('60');
+  });
+
+  it('hour and day windows are exact at their boundaries (enterprise custom limits)', async () => {
+    clock.set(clock() - (clock() % 86_400_000));
+    const k = await t.createKey({
+      name: 'ent',
+      scopes: ['admin'],
+      tier: 'enterprise',
+      rate_limits: { requests_per_minute: null, requests_per_hour: 3, requests_per_day: 5 },
+    });
+    const hourEnd = Math.floor(clock() / 1000) + 3600;
+    for (let i = 0; i < 3; i++) expect((await t.request('/api/v1/keys', { key: k.key })).status).toBe(200);
+    clock.advance(3_599_999);
+    const hourRefused = await t.request('/api/v1/keys', { key: k.key });
+    expect(hourRefused.status).toBe(429);
+    expect(limitHeaders(hourRefused)).toEqual({ limit: '3', remaining: '0', reset: String(hourEnd) });
+    expect(hourRefused.headers.get('retry-after')).toBe('1');
+    clock.advance(1);
+    expect((await t.request('/api/v1/keys', { key: k.key })).status).toBe(200);
+    const fifth = await t.request('/api/v1/keys', { key: k.key });
+    expect(fifth.status).toBe(200);
+    expect(limitHeaders(fifth)).toMatchObject({ limit: '5', remaining: '0' });
+    const dayRefused = await t.request('/api/v1/keys', { key: k.key });
+    expect(dayRefused.status).toBe(429);
+    const dayEnd = Math.floor(clock() / 1000) - (Math.floor(clock() / 1000) % 86_400) + 86_400;
+    expect(limitHeaders(dayRefused)).toEqual({ limit: '5', remaining: '0', reset: String(dayEnd) });
+    expect(Number(dayRefused.headers.get('retry-after'))).toBe(dayEnd - Math.floor(clock() / 1000));
+    clock.set(dayEnd * 1000);
+    expect((await t.request('/api/v1/keys', { key: k.key })).status).toBe(200);
+  });
+
+  it('refused requests are not counted', async () => {
+    startOfMinute();
+    const k = await t.createKey({ name: 'ent2', scopes: ['admin'], tier: 'enterprise', rate_limits: { requests_per_minute: 2 } });
+    for (let i = 0; i < 2; i++) await t.request('/api/v1/keys', { key: k.key });
+    for (let i = 0; i < 5; i++) expect((await t.request('/api/v1/keys', { key: k.key })).status).toBe(429);
+    clock.advance(60_000);
+    const next = await t.request('/api/v1/keys', { key: k.key });
+    expect(next.status).toBe(200);
+    expect(next.headers.get('x-ratelimit-remaining')).toBe('1');
+  });
+
+  it('an enterprise key with no limits is never refused and reports no limit headers', async () => {
+    const k = await t.createKey({ name: 'unl', scopes: ['admin'], tier: 'enterprise' });
+    for (let i = 0; i < 80; i++) expect((await t.request('/api/v1/keys', { key: k.key })).status).toBe(200);
+    expect((await t.request('/api/v1/keys', { key: k.key })).headers.get('x-ratelimit-limit')).toBeNull();
+  });
+
+  it('a daily request quota answers 403 quota_exceeded', async () => {
+    const k = await t.createKey({ name: 'q', scopes: ['admin'], tier: 'enterprise', quota: { requests_per_day: 2 } });
+    for (let i = 0; i < 2; i++) expect((await t.request('/api/v1/keys', { key: k.key })).status).toBe(200);
+    const response = await t.request('/api/v1/keys', { key: k.key });
+    expect(response.status).toBe(403);
+    expect(await response.json()).toEqual({
+      error: { message: 'Daily request quota of this API key exceeded', type: 'permission_error', code: 'quota_exceeded' },
+    });
+  });
+
+  it('unauthenticated requests are limited per address before any key lookup', async () => {
+    startOfMinute();
+    const address = `10.${Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}`;
+    const other = `${address}9`.replace(/\.(\d+)9$/, '.$1').replace(/^10\./, '11.');
+    const headers = { 'x-forwarded-for': address };
+    for (let i = 1; i <= 60; i++) {
+      const response = await t.request('/api/v1/keys', { key: `rpk_${'B'.repeat(40)}`, headers });
+      expect(response.status).toBe(401);
+      expect(response.headers.get('x-ratelimit-remaining')).toBe(String(60 - i));
+    }
+    const blocked = await t.request('/api/v1/keys', { key: `rpk_${'B'.repeat(40)}`, headers });
+    expect(blocked.status).toBe(429);
+    expect(blocked.headers.get('retry-after')).not.toBeNull();
+    // The address is refused before any lookup, valid key or not; another address is unaffected.
+    const k = await t.createKey({ name: 'fine', scopes: ['admin'] });
+    expect((await t.request('/api/v1/keys', { key: k.key, headers })).status).toBe(429);
+    expect((await t.request('/api/v1/keys', { key: k.key, headers: { 'x-forwarded-for': other } })).status).toBe(200);
+    expect((await t.request('/api/v1/keys', { key: null, headers: { 'x-forwarded-for': other } })).status).toBe(401);
+    // Even a valid-looking guess from the blocked address is refused without a lookup.
+    expect((await t.request('/api/v1/keys', { key: `rpk_${'C'.repeat(40)}`, headers })).status).toBe(429);
+    clock.advance(60_000);
+    expect((await t.request('/api/v1/keys', { key: `rpk_${'C'.repeat(40)}`, headers })).status).toBe(401);
+  });
+});
