@@ -1,0 +1,62 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp } from '../support/app.ts';
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await startTestApp();
+});
+afterAll(async () => {
+  await t.close();
+});
+
+describe('interactive reference', () => {
+  it('serves the Swagger UI page and its assets with no key and no external URL', async () => {
+    const page = await fetch(`${t.url}/api/v1/docs`, { redirect: 'follow' });
+    expect(page.status).toBe(200);
+    const html = await page.text();
+    expect(html).toContain('swagger-ui');
+    const assets = [...html.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1] as string);
+    expect(assets.length).toBeGreaterThan(2);
+    for (const asset of assets) {
+      expect(asset, 'page references only local assets').not.toMatch(/^(https?:)?\/\//);
+      const url = new URL(asset, page.url.endsWith('/') ? page.url : `${page.url}/`);
+      const response = await fetch(url);
+      expect(response.status, asset).toBe(200);
+      if (asset.endsWith('initializer.js')) {
+        // Comments may cite web pages; the code itself must point at nothing outside.
+        const script = (await response.text()).replace(/^\s*\/\/.*$/gm, '');
+        expect(script).not.toMatch(/https?:\/\//);
+        expect(script).toContain('/api/v1/openapi.json');
+      } else {
+        await response.arrayBuffer();
+      }
+    }
+  });
+
+  it('publishes an OpenAPI document with every route, operationId, security and error responses', async () => {
+    const response = await fetch(`${t.url}/api/v1/openapi.json`);
+    expect(response.status).toBe(200);
+    const doc = (await response.json()) as {
+      openapi: string;
+      paths: Record<string, Record<string, { operationId?: string; security?: unknown[]; responses: Record<string, unknown> }>>;
+    };
+    expect(doc.openapi).toMatch(/^3\./);
+    for (const route of t.app.routes) {
+      const path = route.url.replace(/:(\w+)/g, '{$1}');
+      const operation = doc.paths[path]?.[route.method.toLowerCase()];
+      expect(operation, `${route.method} ${path}`).toBeDefined();
+      expect(operation?.operationId).toBe(route.operationId);
+      expect(operation?.security).toEqual([{ bearerAuth: [] }]);
+      expect(Object.keys(operation?.responses ?? {})).toEqual(expect.arrayContaining(['400', '401', '403', '404', '429', '500']));
+    }
+    const ids = t.app.routes.map((r) => r.operationId);
+    expect(new Set(ids).size).toBe(ids.length);
+  });
+
+  it('health endpoints need no key', async () => {
+    expect((await fetch(`${t.url}/healthz`)).status).toBe(200);
+    const ready = await fetch(`${t.url}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toMatchObject({ status: 'ready', checks: { database: { ok: true } } });
+  });
+});

@@ -1,0 +1,56 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/logging.ts';
+import { createLimiter } from '../../src/ratelimit/create.ts';
+import { startTestApp } from '../support/app.ts';
+import { openTestDatabase, type TestDatabase } from '../support/database.ts';
+
+// Nothing listens on port 1: the store never connects.
+const deadRedis = 'redis://127.0.0.1:1';
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await openTestDatabase();
+});
+afterAll(async () => {
+  await db.close();
+});
+
+describe('Redis unreachable', () => {
+  it('local mode: requests are served with per-instance limits; /readyz says degraded', async () => {
+    const limiter = await createLimiter({ redisUrl: deadRedis, redisFailureMode: 'local', logger: createLogger('silent') });
+    const t = await startTestApp({ database: db.database, limiter, config: { redisFailureMode: 'local' } });
+    try {
+      const k = await t.createKey({ name: 'l', scopes: ['admin'], tier: 'enterprise', rate_limits: { requests_per_minute: 3 } });
+      const statuses = [];
+      for (let i = 0; i < 4; i++) statuses.push((await t.request('/api/v1/keys', { key: k.key })).status);
+      expect(statuses).toEqual([200, 200, 200, 429]);
+      const ready = await fetch(`${t.url}/readyz`);
+      expect(ready.status).toBe(200);
+      expect(await ready.json()).toMatchObject({
+        status: 'degraded',
+        checks: { rate_limits: { ok: false, detail: expect.stringContaining('limits enforced per instance') } },
+      });
+    } finally {
+      await t.close();
+      await limiter.close();
+    }
+  });
+
+  it('closed mode: requests are refused with 503 at once; /readyz is 503', async () => {
+    const limiter = await createLimiter({ redisUrl: deadRedis, redisFailureMode: 'closed', logger: createLogger('silent') });
+    const t = await startTestApp({ database: db.database, limiter, config: { redisFailureMode: 'closed' } });
+    try {
+      const response = await t.request('/api/v1/keys');
+      expect(response.status).toBe(503);
+      expect(await response.json()).toEqual({
+        error: { message: 'Rate limiting is unavailable', type: 'api_error', code: 'service_unavailable' },
+      });
+      const ready = await fetch(`${t.url}/readyz`);
+      expect(ready.status).toBe(503);
+      expect(((await ready.json()) as { status: string }).status).toBe('unavailable');
+    } finally {
+      await t.close();
+      await limiter.close();
+    }
+  });
+});
