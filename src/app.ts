@@ -31,7 +31,9 @@ export interface App {
   beginShutdown(): void;
 }
 
-const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+  version: string;
+};
 
 const incomingRequestId = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -40,8 +42,9 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   const clock = deps.clock ?? Date.now;
   let shuttingDown = false;
 
+  const baseLogger: FastifyBaseLogger = logger;
   const server = Fastify({
-    loggerInstance: logger as FastifyBaseLogger,
+    loggerInstance: baseLogger,
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'request_id' }),
     bodyLimit: config.bodyLimitBytes,
     trustProxy: config.trustProxy,

@@ -17,10 +17,7 @@ export const envSchema = z.object({
   DATABASE_URL: z.url().optional(),
   DATABASE_POOL_SIZE: positiveInt.default(10),
   REDIS_URL: z.url().optional(),
-  RAGPORT_ADMIN_KEY: z
-    .string()
-    .min(32, 'RAGPORT_ADMIN_KEY must be at least 32 characters')
-    .optional(),
+  RAGPORT_ADMIN_KEY: z.string().min(32, 'RAGPORT_ADMIN_KEY must be at least 32 characters').optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   TRUST_PROXY: bool.default(false),
   BODY_LIMIT_BYTES: positiveInt.default(10 * 1024 * 1024),

@@ -28,8 +28,8 @@ export const migrationsFolder = fileURLToPath(new URL('../../migrations', import
 
 /** Runs raw SQL and returns its rows; both drivers expose `rows`. */
 export async function queryRows<T>(db: Db, query: SQL): Promise<T[]> {
-  const result = (await db.execute(query)) as unknown as { rows: T[] };
-  return result.rows;
+  const result: unknown = await db.execute(query);
+  return (result as { rows: T[] }).rows;
 }
 
 /** The embedded PostgreSQL (PGlite + pgvector), persisted under `dir`, or in memory without one. */

@@ -16,7 +16,10 @@ async function runCheck(check: ReadinessCheck) {
     timer = setTimeout(() => resolve({ ok: false, detail: 'timed out' }), CHECK_TIMEOUT_MS);
   });
   try {
-    return await Promise.race([check.check().catch((e: unknown) => ({ ok: false, detail: String((e as Error).message ?? e) })), timeout]);
+    return await Promise.race([
+      check.check().catch((e: unknown) => ({ ok: false, detail: String((e as Error).message ?? e) })),
+      timeout,
+    ]);
   } finally {
     clearTimeout(timer);
   }
@@ -33,7 +36,13 @@ export function healthRoutes(checks: ReadinessCheck[], isShuttingDown: () => boo
       const results = await Promise.all(checks.map(async (c) => [c.name, await runCheck(c)] as const));
       const failing = checks.filter((_c, i) => results[i]?.[1].ok === false);
       const ready = !isShuttingDown() && failing.every((c) => !c.critical);
-      const status = isShuttingDown() ? 'shutting_down' : !ready ? 'unavailable' : failing.length > 0 ? 'degraded' : 'ready';
+      const status = isShuttingDown()
+        ? 'shutting_down'
+        : !ready
+          ? 'unavailable'
+          : failing.length > 0
+            ? 'degraded'
+            : 'ready';
       return reply.code(ready ? 200 : 503).send({
         status,
         checks: Object.fromEntries(results),

@@ -105,7 +105,10 @@ export function installAuth(app: FastifyInstance, deps: AuthDeps): void {
       throw tooMany(outcome, now);
     }
     if (!hasScope(principal, access)) {
-      throw new AppError({ code: 'insufficient_scope', message: `This API key lacks the '${access}' scope required here` });
+      throw new AppError({
+        code: 'insufficient_scope',
+        message: `This API key lacks the '${access}' scope required here`,
+      });
     }
     request.principal = principal;
   });

@@ -13,13 +13,29 @@ const statusCodes: Record<number, ErrorCode> = {
 };
 
 /** Errors meaning the database cannot be reached right now: 503 so clients retry, never 500. */
-const unavailableCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P02', '57P03', '08000', '08001', '08003', '08006']);
+const unavailableCodes = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  '57P01',
+  '57P02',
+  '57P03',
+  '08000',
+  '08001',
+  '08003',
+  '08006',
+]);
 
 function isDatabaseUnavailable(error: unknown): boolean {
   for (let e = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
     const code = (e as { code?: unknown }).code;
     if (typeof code === 'string' && unavailableCodes.has(code)) return true;
-    if (/Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/.test(e.message)) {
+    if (
+      /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/.test(
+        e.message,
+      )
+    ) {
       return true;
     }
   }
@@ -48,19 +64,26 @@ export function toAppError(error: unknown): AppError {
   if (error instanceof AppError) return error;
   const fe = error as FastifyError;
   if (hasZodFastifySchemaValidationErrors(fe)) return fromValidation(fe);
-  if (isResponseSerializationError(fe)) return new AppError({ code: 'internal_error', message: 'Response serialization failed', cause: error });
+  if (isResponseSerializationError(fe))
+    return new AppError({ code: 'internal_error', message: 'Response serialization failed', cause: error });
   if (isDatabaseUnavailable(error)) {
     return new AppError({ code: 'service_unavailable', message: 'Database unavailable, retry shortly', cause: error });
   }
   switch (fe.code) {
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return new AppError({ code: 'invalid_json', message: 'Request body is empty but Content-Type is application/json' });
+      return new AppError({
+        code: 'invalid_json',
+        message: 'Request body is empty but Content-Type is application/json',
+      });
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return new AppError({ code: 'invalid_json', message: 'Request body is not valid JSON' });
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new AppError({ code: 'payload_too_large', message: 'Request body is too large' });
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new AppError({ code: 'unsupported_media_type', message: 'Unsupported Content-Type; send application/json' });
+      return new AppError({
+        code: 'unsupported_media_type',
+        message: 'Unsupported Content-Type; send application/json',
+      });
     default:
       break;
   }
@@ -81,11 +104,17 @@ export function installErrorHandling(app: FastifyInstance): void {
     const appError = toAppError(error);
     if (appError.status >= 500) request.log.error({ err: error }, 'request failed');
     if (appError.headers) void reply.headers(appError.headers);
-    return reply.code(appError.status).type('application/json; charset=utf-8').send(renderError(appError, familyOf(request)));
+    return reply
+      .code(appError.status)
+      .type('application/json; charset=utf-8')
+      .send(renderError(appError, familyOf(request)));
   });
 
   app.setNotFoundHandler((request, reply) => {
-    const error = new AppError({ code: 'not_found', message: `Route ${request.method} ${request.url.split('?')[0] ?? ''} not found` });
+    const error = new AppError({
+      code: 'not_found',
+      message: `Route ${request.method} ${request.url.split('?')[0] ?? ''} not found`,
+    });
     return reply.code(404).send(renderError(error, 'structured'));
   });
 }

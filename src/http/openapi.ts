@@ -19,10 +19,7 @@ export const structuredErrorSchema = z
   })
   .describe('Structured error');
 
-export const simpleErrorSchema = z
-  .object({ error: z.string() })
-  .catchall(z.string())
-  .describe('Simple error');
+export const simpleErrorSchema = z.object({ error: z.string() }).catchall(z.string()).describe('Simple error');
 
 const alwaysStructured = new Set([401, 403, 429]);
 const documentedStatuses = [...new Set(Object.values(errorCodes).map((c) => c.status))];
@@ -55,12 +52,13 @@ export function registerRouteRules(app: FastifyInstance, table: RouteEntry[]): v
     const family = route.config.family ?? 'structured';
     const schema = route.schema ?? {};
     const operationId = (schema as { operationId?: string }).operationId;
-    if (operationId === undefined) throw new Error(`Route ${String(route.method)} ${route.url} declares no operationId`);
+    if (operationId === undefined)
+      throw new Error(`Route ${String(route.method)} ${route.url} declares no operationId`);
     route.schema = {
       ...schema,
       security: [{ bearerAuth: [] }],
       response: { ...errorResponses(family), ...(schema.response as object | undefined) },
-    } as typeof route.schema;
+    };
     for (const method of [route.method].flat()) {
       if (method === 'HEAD') continue;
       table.push({ method, url: route.url, access, family, operationId });

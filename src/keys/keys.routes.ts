@@ -25,9 +25,13 @@ export function keysRoutes(keys: KeysService) {
       async (request, reply) => reply.code(201).send(await keys.create(request.body)),
     );
 
-    app.get('/api/v1/keys', { config, schema: { operationId: 'listKeys', tags, response: { 200: keyList } } }, async () => ({
-      keys: await keys.list(),
-    }));
+    app.get(
+      '/api/v1/keys',
+      { config, schema: { operationId: 'listKeys', tags, response: { 200: keyList } } },
+      async () => ({
+        keys: await keys.list(),
+      }),
+    );
 
     app.get(
       '/api/v1/keys/:id',
@@ -39,7 +43,13 @@ export function keysRoutes(keys: KeysService) {
       '/api/v1/keys/:id',
       {
         config,
-        schema: { operationId: 'updateKey', tags, params: keyIdParams, body: updateKeyBody, response: { 200: keyRecord } },
+        schema: {
+          operationId: 'updateKey',
+          tags,
+          params: keyIdParams,
+          body: updateKeyBody,
+          response: { 200: keyRecord },
+        },
       },
       async (request) => keys.update(request.params.id, request.body),
     );

@@ -11,8 +11,7 @@ import { generateSecret, hashSecret, isWellFormedKey, secretsEqual, visiblePrefi
 export type Clock = () => number;
 
 export type AuthOutcome =
-  | { ok: true; principal: Principal }
-  | { ok: false; reason: 'malformed' | 'unknown' | 'revoked' | 'expired' };
+  { ok: true; principal: Principal } | { ok: false; reason: 'malformed' | 'unknown' | 'revoked' | 'expired' };
 
 export const BOOTSTRAP_KEY_ID = 'key_bootstrap_admin';
 
@@ -222,4 +221,3 @@ export function createKeysService({ repo, limiter, clock, adminKey }: KeysServic
 }
 
 export type KeysService = ReturnType<typeof createKeysService>;
-

@@ -20,7 +20,10 @@ export async function createLimiter(options: LimiterOptions): Promise<RateLimitS
   if (options.redisUrl === undefined) return createMemoryStore();
   const redis = createRedisStore({ url: options.redisUrl });
   if (!(await redis.connected(CONNECT_WAIT_MS))) {
-    options.logger.warn({ mode: options.redisFailureMode }, 'Redis not reachable at start-up; rate limits degraded until it is');
+    options.logger.warn(
+      { mode: options.redisFailureMode },
+      'Redis not reachable at start-up; rate limits degraded until it is',
+    );
   }
   return withFailover(redis, createMemoryStore(), options.redisFailureMode, options.logger);
 }

@@ -38,7 +38,10 @@ describe('interactive reference', () => {
     expect(response.status).toBe(200);
     const doc = (await response.json()) as {
       openapi: string;
-      paths: Record<string, Record<string, { operationId?: string; security?: unknown[]; responses: Record<string, unknown> }>>;
+      paths: Record<
+        string,
+        Record<string, { operationId?: string; security?: unknown[]; responses: Record<string, unknown> }>
+      >;
     };
     expect(doc.openapi).toMatch(/^3\./);
     for (const route of t.app.routes) {
@@ -47,7 +50,9 @@ describe('interactive reference', () => {
       expect(operation, `${route.method} ${path}`).toBeDefined();
       expect(operation?.operationId).toBe(route.operationId);
       expect(operation?.security).toEqual([{ bearerAuth: [] }]);
-      expect(Object.keys(operation?.responses ?? {})).toEqual(expect.arrayContaining(['400', '401', '403', '404', '429', '500']));
+      expect(Object.keys(operation?.responses ?? {})).toEqual(
+        expect.arrayContaining(['400', '401', '403', '404', '429', '500']),
+      );
     }
     const ids = t.app.routes.map((r) => r.operationId);
     expect(new Set(ids).size).toBe(ids.length);

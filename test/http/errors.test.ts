@@ -25,7 +25,11 @@ describe('bad input never yields a 500', () => {
   });
 
   it('an empty JSON body is 400', async () => {
-    const response = await t.request('/api/v1/keys', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '' });
+    const response = await t.request('/api/v1/keys', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '',
+    });
     expect(response.status).toBe(400);
     expect(await response.json()).toEqual(structured('invalid_json'));
   });
@@ -46,7 +50,11 @@ describe('bad input never yields a 500', () => {
 
   it('a JSON array or scalar body is 400', async () => {
     for (const body of ['[]', '"text"', '12', 'null']) {
-      const response = await t.request('/api/v1/keys', { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      const response = await t.request('/api/v1/keys', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+      });
       expect(response.status, body).toBe(400);
     }
   });
@@ -61,13 +69,20 @@ describe('bad input never yields a 500', () => {
   });
 
   it('an oversize body is 413', async () => {
-    const response = await t.request('/api/v1/keys', { method: 'POST', json: { name: 'x'.repeat(100 * 1024), scopes: ['read'] } });
+    const response = await t.request('/api/v1/keys', {
+      method: 'POST',
+      json: { name: 'x'.repeat(100 * 1024), scopes: ['read'] },
+    });
     expect(response.status).toBe(413);
     expect(await response.json()).toEqual(structured('payload_too_large'));
   });
 
   it('an unsupported content type is 415', async () => {
-    const response = await t.request('/api/v1/keys', { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'hello' });
+    const response = await t.request('/api/v1/keys', {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain' },
+      body: 'hello',
+    });
     expect(response.status).toBe(415);
     expect(await response.json()).toEqual(structured('unsupported_media_type'));
   });

@@ -16,7 +16,13 @@ describe('API key management', () => {
   it('creates a key shown once, stored only as a hash', async () => {
     const response = await t.request('/api/v1/keys', {
       method: 'POST',
-      json: { name: 'ci', scopes: ['read', 'chat'], tier: 'premium', collections: ['docs'], quota: { tokens_per_month: 1000 } },
+      json: {
+        name: 'ci',
+        scopes: ['read', 'chat'],
+        tier: 'premium',
+        collections: ['docs'],
+        quota: { tokens_per_month: 1000 },
+      },
     });
     expect(response.status).toBe(201);
     const created = (await response.json()) as Record<string, unknown>;
@@ -33,7 +39,10 @@ describe('API key management', () => {
     expect(created.id).toMatch(/^key_/);
     expect(created.prefix).toBe((created.key as string).slice(0, 10));
 
-    const stored = await queryRows<Record<string, unknown>>(t.database.db, sql`select * from api_keys where id = ${created.id as string}`);
+    const stored = await queryRows<Record<string, unknown>>(
+      t.database.db,
+      sql`select * from api_keys where id = ${created.id as string}`,
+    );
     expect(stored).toHaveLength(1);
     expect(JSON.stringify(stored)).not.toContain(created.key as string);
     expect(stored[0]?.secret_hash).toBe(hashSecret(created.key as string));
@@ -56,7 +65,13 @@ describe('API key management', () => {
     const k = await t.createKey({ name: 'before', scopes: ['read'] });
     const response = await t.request(`/api/v1/keys/${k.id}`, {
       method: 'PATCH',
-      json: { name: 'after', scopes: ['read', 'write'], tier: 'enterprise', rate_limits: { requests_per_minute: 5 }, key: 'rpk_ignored' },
+      json: {
+        name: 'after',
+        scopes: ['read', 'write'],
+        tier: 'enterprise',
+        rate_limits: { requests_per_minute: 5 },
+        key: 'rpk_ignored',
+      },
     });
     expect(response.status).toBe(200);
     const updated = (await response.json()) as Record<string, unknown>;
@@ -114,7 +129,9 @@ describe('API key management', () => {
     expect((await t.request(`/api/v1/keys/${k.id}`)).status).toBe(404);
     const again = await t.request(`/api/v1/keys/${k.id}`, { method: 'DELETE' });
     expect(again.status).toBe(404);
-    expect(await again.json()).toEqual({ error: { message: 'API key not found', type: 'not_found_error', code: 'not_found' } });
+    expect(await again.json()).toEqual({
+      error: { message: 'API key not found', type: 'not_found_error', code: 'not_found' },
+    });
   });
 
   it('reports usage per window and quota period', async () => {

@@ -76,12 +76,19 @@ describe('scope matrix: every route, with and without its scope', () => {
       const others = scopes.filter((s) => s !== required && s !== 'admin');
       const without = await t.createKey({ name: `no-${required}`, scopes: others, tier: 'enterprise' });
       const withIt = await t.createKey({ name: `has-${required}`, scopes: [required], tier: 'enterprise' });
-      const init = { method: route.method, ...(route.method === 'GET' || route.method === 'DELETE' ? {} : { json: {} }) };
+      const init = {
+        method: route.method,
+        ...(route.method === 'GET' || route.method === 'DELETE' ? {} : { json: {} }),
+      };
 
       const denied = await t.request(concrete(route.url), { ...init, key: without.key });
       expect(denied.status, `${route.method} ${route.url} without ${required}`).toBe(403);
       expect(await denied.json()).toEqual({
-        error: { message: `This API key lacks the '${required}' scope required here`, type: 'permission_error', code: 'insufficient_scope' },
+        error: {
+          message: `This API key lacks the '${required}' scope required here`,
+          type: 'permission_error',
+          code: 'insufficient_scope',
+        },
       });
 
       const allowed = await t.request(concrete(route.url), { ...init, key: withIt.key });

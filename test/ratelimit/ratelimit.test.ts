@@ -62,7 +62,11 @@ describe.each(Object.keys(stores))('rate limits with the %s store', (storeName) 
     const refused = await t.request('/api/v1/keys', { key: k.key });
     expect(refused.status).toBe(429);
     expect(await refused.json()).toEqual({
-      error: { message: expect.stringContaining('60 requests per minute'), type: 'rate_limit_error', code: 'rate_limit_exceeded' },
+      error: {
+        message: expect.stringContaining('60 requests per minute'),
+        type: 'rate_limit_error',
+        code: 'rate_limit_exceeded',
+      },
     });
     expect(refused.headers.get('retry-after')).toBe('1');
     expect(limitHeaders(refused)).toEqual({ limit: '60', remaining: '0', reset: String(minuteEnd) });
@@ -111,7 +115,12 @@ describe.each(Object.keys(stores))('rate limits with the %s store', (storeName) 
 
   it('refused requests are not counted', async () => {
     startOfMinute();
-    const k = await t.createKey({ name: 'ent2', scopes: ['admin'], tier: 'enterprise', rate_limits: { requests_per_minute: 2 } });
+    const k = await t.createKey({
+      name: 'ent2',
+      scopes: ['admin'],
+      tier: 'enterprise',
+      rate_limits: { requests_per_minute: 2 },
+    });
     for (let i = 0; i < 2; i++) await t.request('/api/v1/keys', { key: k.key });
     for (let i = 0; i < 5; i++) expect((await t.request('/api/v1/keys', { key: k.key })).status).toBe(429);
     clock.advance(60_000);
@@ -132,7 +141,11 @@ describe.each(Object.keys(stores))('rate limits with the %s store', (storeName) 
     const response = await t.request('/api/v1/keys', { key: k.key });
     expect(response.status).toBe(403);
     expect(await response.json()).toEqual({
-      error: { message: 'Daily request quota of this API key exceeded', type: 'permission_error', code: 'quota_exceeded' },
+      error: {
+        message: 'Daily request quota of this API key exceeded',
+        type: 'permission_error',
+        code: 'quota_exceeded',
+      },
     });
   });
 

@@ -17,10 +17,19 @@ afterAll(async () => {
 
 describe('Redis unreachable', () => {
   it('local mode: requests are served with per-instance limits; /readyz says degraded', async () => {
-    const limiter = await createLimiter({ redisUrl: deadRedis, redisFailureMode: 'local', logger: createLogger('silent') });
+    const limiter = await createLimiter({
+      redisUrl: deadRedis,
+      redisFailureMode: 'local',
+      logger: createLogger('silent'),
+    });
     const t = await startTestApp({ database: db.database, limiter, config: { redisFailureMode: 'local' } });
     try {
-      const k = await t.createKey({ name: 'l', scopes: ['admin'], tier: 'enterprise', rate_limits: { requests_per_minute: 3 } });
+      const k = await t.createKey({
+        name: 'l',
+        scopes: ['admin'],
+        tier: 'enterprise',
+        rate_limits: { requests_per_minute: 3 },
+      });
       const statuses = [];
       for (let i = 0; i < 4; i++) statuses.push((await t.request('/api/v1/keys', { key: k.key })).status);
       expect(statuses).toEqual([200, 200, 200, 429]);
@@ -37,7 +46,11 @@ describe('Redis unreachable', () => {
   });
 
   it('closed mode: requests are refused with 503 at once; /readyz is 503', async () => {
-    const limiter = await createLimiter({ redisUrl: deadRedis, redisFailureMode: 'closed', logger: createLogger('silent') });
+    const limiter = await createLimiter({
+      redisUrl: deadRedis,
+      redisFailureMode: 'closed',
+      logger: createLogger('silent'),
+    });
     const t = await startTestApp({ database: db.database, limiter, config: { redisFailureMode: 'closed' } });
     try {
       const response = await t.request('/api/v1/keys');

@@ -45,7 +45,8 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const sink = new Writable({
     write(chunk: Buffer, _enc, done) {
       raw += chunk.toString();
-      for (const line of chunk.toString().split('\n')) if (line.trim()) logs.push(JSON.parse(line) as Record<string, unknown>);
+      for (const line of chunk.toString().split('\n'))
+        if (line.trim()) logs.push(JSON.parse(line) as Record<string, unknown>);
       done();
     },
   });

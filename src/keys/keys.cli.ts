@@ -1,0 +1,90 @@
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../config.ts';
+import { openDatabase } from '../db/client.ts';
+import { createMemoryStore } from '../ratelimit/memory.store.ts';
+import { createKeysRepository } from './keys.repository.ts';
+import { createKeyFromFlags } from './keys.cli.flags.ts';
+import { createKeysService } from './keys.service.ts';
+
+const usage = `Usage:
+  npm run keys -- create --name NAME --scopes read,write[,...] [--tier standard|premium|enterprise]
+                         [--collections a,b] [--expires-at 2027-01-01T00:00:00Z]
+                         [--requests-per-minute N --requests-per-hour N --requests-per-day N]
+                         [--quota-requests-per-day N] [--quota-tokens-per-month N]
+  npm run keys -- list
+  npm run keys -- revoke KEY_ID
+  npm run keys -- rotate KEY_ID
+
+Uses DATABASE_URL, or the embedded database under DATA_DIR (stop the server first: the embedded
+database admits one process at a time).`;
+
+async function main(argv: string[]): Promise<number> {
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      name: { type: 'string' },
+      scopes: { type: 'string' },
+      tier: { type: 'string' },
+      collections: { type: 'string' },
+      'expires-at': { type: 'string' },
+      'requests-per-minute': { type: 'string' },
+      'requests-per-hour': { type: 'string' },
+      'requests-per-day': { type: 'string' },
+      'quota-requests-per-day': { type: 'string' },
+      'quota-tokens-per-month': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  const [command, id] = positionals;
+  if (values.help || command === undefined) {
+    process.stdout.write(`${usage}\n`);
+    return command === undefined && !values.help ? 2 : 0;
+  }
+
+  const config = loadConfig();
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: 2 });
+  try {
+    await database.migrate();
+    const keys = createKeysService({
+      repo: createKeysRepository(database.db),
+      limiter: createMemoryStore(),
+      clock: Date.now,
+      adminKey: undefined,
+    });
+    const print = (value: unknown) => process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+    switch (command) {
+      case 'create': {
+        const created = await keys.create(createKeyFromFlags(values));
+        print(created);
+        process.stderr.write('Store the key now: it is shown only once.\n');
+        return 0;
+      }
+      case 'list':
+        print({ keys: await keys.list() });
+        return 0;
+      case 'revoke':
+        if (id === undefined) throw new Error('revoke needs a key id');
+        await keys.revoke(id);
+        print({ message: 'API key revoked', id });
+        return 0;
+      case 'rotate':
+        if (id === undefined) throw new Error('rotate needs a key id');
+        print(await keys.rotate(id));
+        return 0;
+      default:
+        process.stderr.write(`Unknown command '${command}'\n${usage}\n`);
+        return 2;
+    }
+  } finally {
+    await database.close();
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
+  },
+);
