@@ -1,0 +1,29 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, envSchema, loadConfig } from '../../src/config.ts';
+
+const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const configSection = readme.slice(readme.indexOf('## Configuration'), readme.indexOf('## Operations'));
+const documented = [...configSection.matchAll(/^\| `([A-Z0-9_]+)` \|/gm)].map((m) => m[1]);
+
+describe('configuration', () => {
+  it('every variable the code reads is in the README table, and nothing else is', () => {
+    expect(documented.sort()).toEqual(Object.keys(envSchema.shape).sort());
+  });
+
+  it('defaults: port 8080, embedded database under ./data, in-process rate limits', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({ port: 8080, dataDir: './data', databaseUrl: undefined, redisUrl: undefined });
+  });
+
+  it('a bad value stops start-up with a message naming the variable', () => {
+    expect(() => loadConfig({ PORT: 'eighty' })).toThrow(ConfigError);
+    expect(() => loadConfig({ PORT: 'eighty' })).toThrow(/PORT/);
+    expect(() => loadConfig({ RAGPORT_ADMIN_KEY: 'short' })).toThrow(/RAGPORT_ADMIN_KEY/);
+    expect(() => loadConfig({ RATE_LIMIT_REDIS_FAILURE: 'maybe' })).toThrow(/RATE_LIMIT_REDIS_FAILURE/);
+  });
+
+  it('empty variables count as unset', () => {
+    expect(loadConfig({ DATABASE_URL: '', PORT: '' }).port).toBe(8080);
+  });
+});

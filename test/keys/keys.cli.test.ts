@@ -1,0 +1,63 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openTestDatabase, type TestDatabase } from '../support/database.ts';
+
+const run = promisify(execFile);
+const cli = path.resolve(import.meta.dirname, '../../src/keys/keys.cli.ts');
+
+let db: TestDatabase | undefined;
+let dataDir: string;
+let env: NodeJS.ProcessEnv;
+
+beforeAll(async () => {
+  dataDir = mkdtempSync(path.join(tmpdir(), 'ragport-cli-'));
+  // On a PostgreSQL server the CLI uses a database of its own; otherwise the embedded one on disk.
+  if (process.env.TEST_DATABASE_URL) {
+    db = await openTestDatabase();
+    env = { ...process.env, DATABASE_URL: db.url };
+  } else {
+    env = { ...process.env, DATA_DIR: dataDir, DATABASE_URL: '' };
+  }
+});
+afterAll(async () => {
+  await db?.close();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+const keys = async (...args: string[]) => {
+  const { stdout, stderr } = await run(process.execPath, [cli, ...args], { env });
+  return { out: stdout ? (JSON.parse(stdout) as Record<string, unknown>) : {}, stderr };
+};
+
+describe('npm run keys', () => {
+  it('creates, lists, rotates and revokes keys', async () => {
+    const { out: created, stderr } = await keys('create', '--name', 'ops', '--scopes', 'read,chat', '--tier', 'premium');
+    expect(created.key).toMatch(/^rpk_/);
+    expect(created).toMatchObject({ name: 'ops', scopes: ['read', 'chat'], tier: 'premium' });
+    expect(stderr).toContain('shown only once');
+
+    const { out: listed } = await keys('list');
+    expect(JSON.stringify(listed)).toContain(created.id as string);
+    expect(JSON.stringify(listed)).not.toContain(created.key as string);
+
+    const { out: rotated } = await keys('rotate', created.id as string);
+    expect(rotated.key).not.toBe(created.key);
+
+    const { out: revoked } = await keys('revoke', created.id as string);
+    expect(revoked).toEqual({ message: 'API key revoked', id: created.id });
+    const { out: after } = await keys('list');
+    expect(JSON.stringify(after)).not.toContain(created.id as string);
+  });
+
+  it('rejects bad flags with a message and a non-zero exit', async () => {
+    await expect(keys('create', '--name', 'x', '--scopes', 'reed')).rejects.toMatchObject({
+      code: 1,
+      stderr: expect.stringContaining('--scopes'),
+    });
+    await expect(keys('explode')).rejects.toMatchObject({ code: 2 });
+  });
+});
