@@ -9,8 +9,7 @@ COPY package.json package-lock.json .npmrc ./
 RUN npm ci --omit=dev --no-audit --no-fund
 
 FROM node:24-bookworm-slim AS runtime
-ENV NODE_ENV=production \
-    PORT=8080 \
+ENV PORT=8080 \
     HOST=0.0.0.0 \
     DATA_DIR=/data
 WORKDIR /app
