@@ -1,0 +1,27 @@
+import { bigint, index, integer, pgTable, text } from 'drizzle-orm/pg-core';
+import { anyVector } from '../columns.ts';
+import { collections } from './collections.ts';
+import { documents } from './documents.ts';
+
+export const chunks = pgTable(
+  'chunks',
+  {
+    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    documentId: text('document_id')
+      .notNull()
+      .references(() => documents.id, { onDelete: 'cascade' }),
+    /** Denormalised from the document so searches filter on it without a join. */
+    collectionId: text('collection_id')
+      .notNull()
+      .references(() => collections.id, { onDelete: 'cascade' }),
+    position: integer('position').notNull(),
+    startChar: integer('start_char').notNull(),
+    endChar: integer('end_char').notNull(),
+    tokenCount: integer('token_count').notNull(),
+    content: text('content').notNull(),
+    /** The model that embedded this chunk, so vector spaces are never mixed. */
+    model: text('model').notNull(),
+    embedding: anyVector('embedding').notNull(),
+  },
+  (t) => [index('chunks_document_idx').on(t.documentId, t.position), index('chunks_collection_idx').on(t.collectionId)],
+);

@@ -1,0 +1,41 @@
+import { sql } from 'drizzle-orm';
+import { bigint, customType, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { createdAt, updatedAt } from '../columns.ts';
+import { collections } from './collections.ts';
+
+const bytea = customType<{ data: Uint8Array; driverData: Uint8Array }>({ dataType: () => 'bytea' });
+
+export type DocumentStatus = 'pending' | 'processing' | 'processed' | 'failed';
+
+export const documents = pgTable(
+  'documents',
+  {
+    id: text('id').primaryKey(),
+    collectionId: text('collection_id')
+      .notNull()
+      .references(() => collections.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    description: text('description'),
+    metadata: jsonb('metadata').$type<Record<string, unknown>>(),
+    contentType: text('content_type').notNull(),
+    format: text('format').notNull(),
+    sizeBytes: bigint('size_bytes', { mode: 'number' }).notNull(),
+    /** sha256 of the original bytes: a byte-identical re-upload to a collection is refused. */
+    sha256: text('sha256').notNull(),
+    /** The original, kept so a document can be reprocessed. */
+    original: bytea('original').notNull(),
+    status: text('status').$type<DocumentStatus>().notNull().default('pending'),
+    error: text('error'),
+    chunkCount: integer('chunk_count').notNull().default(0),
+    processedAt: timestamp('processed_at', { withTimezone: true, mode: 'date' }),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [
+    uniqueIndex('documents_collection_sha_idx').on(t.collectionId, t.sha256),
+    index('documents_collection_created_idx').on(t.collectionId, t.createdAt, t.id),
+    index('documents_metadata_idx').using('gin', sql`${t.metadata} jsonb_path_ops`),
+  ],
+);
+
+export type DocumentRow = typeof documents.$inferSelect;

@@ -1,0 +1,29 @@
+/** A model that turns texts into vectors: the local ONNX models and upstream providers alike. */
+export interface EmbeddingModel {
+  /** The model that really computes the vectors, e.g. sentence-transformers/all-MiniLM-L6-v2. */
+  readonly name: string;
+  /** `local`, or the upstream provider's name. */
+  readonly provider: string;
+  readonly dimensions: number;
+  /** Longest input in tokens; longer inputs are truncated by the model. */
+  readonly maxTokens: number;
+  /**
+   * Vectors in input order, unit length. `priority: 'interactive'` (a search query, an API call)
+   * jumps ahead of queued bulk ingestion batches.
+   */
+  embed(texts: readonly string[], options?: EmbedOptions): Promise<EmbeddingResult>;
+  /** Tokens per text as the model counts them, without special tokens. */
+  countTokens(texts: readonly string[]): Promise<number[]>;
+}
+
+export interface EmbedOptions {
+  priority?: 'interactive' | 'bulk';
+  signal?: AbortSignal;
+  /** Texts are search queries (some models want a query instruction prefix). */
+  asQuery?: boolean;
+}
+
+export interface EmbeddingResult {
+  vectors: Float32Array[];
+  promptTokens: number;
+}
