@@ -1,0 +1,49 @@
+import { Readability } from '@mozilla/readability';
+import { decodeText } from './decode.ts';
+import { ParseError, messageOf } from './errors.ts';
+import { boilerplate, HtmlRenderer, parseHtmlDocument } from './html-text.ts';
+import type { DomDocument } from './html-text.ts';
+import { TextSink } from './text-sink.ts';
+import type { ParsedDocument, ParseLimits } from './types.ts';
+
+/**
+ * HTML main text. Readability (Firefox Reader View's algorithm) finds the article and drops
+ * navigation, sidebars and comments; it runs on linkedom, a light DOM that parses in a fraction
+ * of jsdom's time and memory. Readability gives up on some pages (link lists, table layouts,
+ * short pages), so its result is used only when it kept a fair share of the page's text;
+ * otherwise the whole body is rendered without script, style and the nav/header/footer/aside
+ * landmarks.
+ */
+export function parseHtml(bytes: Uint8Array, limits?: ParseLimits): ParsedDocument {
+  const html = decodeText(bytes);
+  let whole: string[];
+  let article: { title: string; paragraphs: string[] } | undefined;
+  try {
+    const document = parseHtmlDocument(html);
+    whole = new HtmlRenderer(boilerplate).render(document.body ?? document.documentElement).finish();
+    article = readArticle(document);
+  } catch (error) {
+    // Stack exhaustion on absurd nesting is the realistic failure; the parsers never throw on tag soup.
+    throw new ParseError(`HTML could not be read: ${messageOf(error)}`, { cause: error });
+  }
+  const wholeLength = lengthOf(whole);
+  const useArticle = article !== undefined && lengthOf(article.paragraphs) >= Math.min(500, wholeLength * 0.3);
+  const sink = new TextSink(limits);
+  const paragraphs = useArticle && article !== undefined ? withTitle(article.title, article.paragraphs) : whole;
+  for (const paragraph of paragraphs) if (!sink.add(paragraph)) break;
+  return sink.result({ extraction: useArticle ? 'readability' : 'body' });
+}
+
+const lengthOf = (paragraphs: readonly string[]): number => paragraphs.reduce((sum, p) => sum + p.length, 0);
+
+const withTitle = (title: string, paragraphs: string[]): string[] =>
+  title === '' || paragraphs[0]?.includes(title) === true ? paragraphs : [title, ...paragraphs];
+
+function readArticle(document: DomDocument): { title: string; paragraphs: string[] } | undefined {
+  // Readability mutates the document, so the body was rendered first.
+  const result = new Readability(document, { charThreshold: 200 }).parse();
+  if (result === null || typeof result.content !== 'string') return undefined;
+  const content = parseHtmlDocument(`<!doctype html><html><body>${result.content}</body></html>`);
+  const paragraphs = new HtmlRenderer().render(content.body ?? content.documentElement).finish();
+  return { title: (result.title ?? '').trim(), paragraphs };
+}
