@@ -14,12 +14,25 @@ import { createKeysRepository } from './keys/keys.repository.ts';
 import { keysRoutes } from './keys/keys.routes.ts';
 import { createKeysService, type Clock } from './keys/keys.service.ts';
 import type { RateLimitStore } from './ratelimit/ratelimit.ts';
+import { createCollectionsRepository } from './collections/collections.repository.ts';
+import { collectionsRoutes } from './collections/collections.routes.ts';
+import { createCollectionsService } from './collections/collections.service.ts';
+import { createDocumentsRepository } from './documents/documents.repository.ts';
+import { documentsRoutes } from './documents/documents.routes.ts';
+import { createDocumentsService } from './documents/documents.service.ts';
+import { embeddingsRoutes } from './embeddings/embeddings.routes.ts';
+import { createEmbeddingsService } from './embeddings/embeddings.service.ts';
+import type { EmbeddingRegistry } from './embeddings/registry.ts';
+import { createJobsRepository } from './ingestion/jobs.repository.ts';
+import { createIngestionWorker, type IngestionWorker } from './ingestion/worker.ts';
+import { createUsageRecorder } from './usage/usage.recorder.ts';
 
 export interface AppDeps {
   config: Config;
   database: Database;
   limiter: RateLimitStore;
   logger: Logger;
+  embeddings: EmbeddingRegistry;
   clock?: Clock;
 }
 
@@ -27,6 +40,8 @@ export interface App {
   server: FastifyInstance;
   /** Every /api/v1 route with its declared access, for docs and the authorisation matrix. */
   routes: readonly RouteEntry[];
+  /** The in-process ingestion worker, when INGESTION_CONCURRENCY > 0. */
+  worker: IngestionWorker | undefined;
   /** Marks the instance as draining: /readyz answers 503 while in-flight work finishes. */
   beginShutdown(): void;
 }
@@ -38,7 +53,7 @@ const { version } = JSON.parse(readFileSync(new URL('../package.json', import.me
 const incomingRequestId = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export async function buildApp(deps: AppDeps): Promise<App> {
-  const { config, database, limiter, logger } = deps;
+  const { config, database, limiter, logger, embeddings } = deps;
   const clock = deps.clock ?? Date.now;
   let shuttingDown = false;
 
@@ -101,6 +116,14 @@ export async function buildApp(deps: AppDeps): Promise<App> {
           },
         },
         {
+          name: 'embedding_models',
+          critical: false,
+          check: async () => {
+            const models = embeddings.status();
+            return { ok: models.every((m) => m.ok), detail: models.map((m) => `${m.name}: ${m.detail}`).join('; ') };
+          },
+        },
+        {
           name: 'rate_limits',
           critical: config.redisFailureMode === 'closed',
           check: async () => limiter.health(),
@@ -111,10 +134,43 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   );
   await server.register(keysRoutes(keys));
 
+  const usage = createUsageRecorder(database.db, logger);
+  const jobs = createJobsRepository(database.db);
+  const worker =
+    config.ingestionConcurrency > 0
+      ? createIngestionWorker({
+          jobs,
+          embeddings,
+          chunking: config.chunking,
+          logger,
+          concurrency: config.ingestionConcurrency,
+        })
+      : undefined;
+  const collections = createCollectionsService({
+    repo: createCollectionsRepository(database.db),
+    embeddings,
+    hnsw: config.hnsw,
+  });
+  const documents = createDocumentsService({
+    repo: createDocumentsRepository(database.db),
+    collections,
+    onQueued: () => worker?.wake(),
+  });
+  await server.register(collectionsRoutes(collections));
+  await server.register(documentsRoutes(documents, config.uploadLimitBytes));
+  await server.register(embeddingsRoutes(createEmbeddingsService({ registry: embeddings, usage })));
+
+  server.addHook('onClose', async () => {
+    await worker?.stop();
+    await usage.close();
+  });
+
   await server.ready();
+  worker?.start();
   return {
     server,
     routes,
+    worker,
     beginShutdown: () => {
       shuttingDown = true;
     },

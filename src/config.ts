@@ -24,6 +24,16 @@ export const envSchema = z.object({
   RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: positiveInt.default(60),
   RATE_LIMIT_REDIS_FAILURE: z.enum(['local', 'closed']).default('local'),
   SHUTDOWN_TIMEOUT_MS: positiveInt.default(10_000),
+  MODELS_DIR: z.string().min(1).optional(),
+  EMBEDDING_MODEL: z.string().min(1).default('sentence-transformers/all-MiniLM-L6-v2'),
+  EMBEDDING_DTYPE: z.enum(['q8', 'fp32']).default('q8'),
+  EMBEDDING_THREADS: positiveInt.optional(),
+  UPLOAD_LIMIT_BYTES: positiveInt.default(50 * 1024 * 1024),
+  CHUNK_TOKENS: z.coerce.number().int().min(16).max(8192).default(200),
+  CHUNK_OVERLAP_TOKENS: z.coerce.number().int().min(0).max(4096).default(32),
+  INGESTION_CONCURRENCY: z.coerce.number().int().min(0).max(64).default(1),
+  HNSW_M: z.coerce.number().int().min(2).max(100).default(16),
+  HNSW_EF_CONSTRUCTION: z.coerce.number().int().min(4).max(1000).default(64),
 });
 
 export type Env = z.infer<typeof envSchema>;
@@ -42,6 +52,14 @@ export interface Config {
   unauthenticatedPerMinute: number;
   redisFailureMode: Env['RATE_LIMIT_REDIS_FAILURE'];
   shutdownTimeoutMs: number;
+  modelsDir: string | undefined;
+  embeddingModel: string;
+  embeddingDtype: Env['EMBEDDING_DTYPE'];
+  embeddingThreads: number | undefined;
+  uploadLimitBytes: number;
+  chunking: { maxTokens: number; overlapTokens: number };
+  ingestionConcurrency: number;
+  hnsw: { m: number; efConstruction: number };
 }
 
 export class ConfigError extends Error {}
@@ -73,5 +91,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     unauthenticatedPerMinute: e.RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE,
     redisFailureMode: e.RATE_LIMIT_REDIS_FAILURE,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+    modelsDir: e.MODELS_DIR,
+    embeddingModel: e.EMBEDDING_MODEL,
+    embeddingDtype: e.EMBEDDING_DTYPE,
+    embeddingThreads: e.EMBEDDING_THREADS,
+    uploadLimitBytes: e.UPLOAD_LIMIT_BYTES,
+    chunking: { maxTokens: e.CHUNK_TOKENS, overlapTokens: e.CHUNK_OVERLAP_TOKENS },
+    ingestionConcurrency: e.INGESTION_CONCURRENCY,
+    hnsw: { m: e.HNSW_M, efConstruction: e.HNSW_EF_CONSTRUCTION },
   };
 }

@@ -1,6 +1,7 @@
 import { buildApp } from './app.ts';
 import { ConfigError, loadConfig } from './config.ts';
 import { openDatabase } from './db/client.ts';
+import { loadEmbeddings } from './embeddings/load.ts';
 import { createLogger } from './logging.ts';
 import { createLimiter } from './ratelimit/create.ts';
 
@@ -15,7 +16,8 @@ async function main(): Promise<void> {
   });
   await database.migrate();
   const limiter = await createLimiter({ redisUrl: config.redisUrl, redisFailureMode: config.redisFailureMode, logger });
-  const app = await buildApp({ config, database, limiter, logger });
+  const embeddings = await loadEmbeddings(config, logger);
+  const app = await buildApp({ config, database, limiter, logger, embeddings });
   await app.server.listen({ port: config.port, host: config.host });
   logger.info(
     { port: config.port, database: database.kind, rate_limits: limiter.name },

@@ -43,7 +43,9 @@ export function createBatcher(
 
   const runPending = async (batch: Pending[]) => {
     const all = batch.flatMap((p, owner) => p.texts.map((text, index) => ({ text, owner, index })));
-    const order = all.map((_, i) => i).sort((a, b) => (all[a] as { text: string }).text.length - (all[b] as { text: string }).text.length);
+    const order = all
+      .map((_, i) => i)
+      .sort((a, b) => (all[a] as { text: string }).text.length - (all[b] as { text: string }).text.length);
     const results = batch.map((p) => ({ vectors: new Array<Float32Array>(p.texts.length), promptTokens: 0 }));
     for (let start = 0; start < order.length; start += options.maxBatch) {
       const slice = order.slice(start, start + options.maxBatch).map((i) => all[i] as (typeof all)[number]);

@@ -1,5 +1,12 @@
 import { availableParallelism } from 'node:os';
-import { AutoModel, AutoTokenizer, env, type PreTrainedModel, type PreTrainedTokenizer, type Tensor } from '@huggingface/transformers';
+import {
+  AutoModel,
+  AutoTokenizer,
+  env,
+  type PreTrainedModel,
+  type PreTrainedTokenizer,
+  type Tensor,
+} from '@huggingface/transformers';
 import { createBatcher } from './batcher.ts';
 import type { EmbeddingModel } from './embeddings.types.ts';
 
@@ -40,7 +47,7 @@ export class ModelUnavailableError extends Error {}
 
 /** Mean over real tokens (attention mask 1), or the [CLS] vector; then unit length. */
 function pool(hidden: Tensor, mask: Tensor, pooling: ModelCard['pooling']): Float32Array[] {
-  const [batch = 0, seq = 0, dim = 0] = hidden.dims as number[];
+  const [batch = 0, seq = 0, dim = 0] = hidden.dims;
   const data = hidden.data as Float32Array;
   const maskData = mask.data as BigInt64Array;
   const out: Float32Array[] = [];
@@ -102,11 +109,13 @@ export async function loadLocalModel(options: LocalModelOptions): Promise<Embedd
   const runBatch = async (texts: string[]) => {
     const inputs = tokenizer(texts, { padding: true, truncation: true, max_length: card.maxTokens });
     const output = (await model(inputs)) as { last_hidden_state: Tensor };
-    const mask = inputs.attention_mask as Tensor;
-    const [, seq = 0] = mask.dims as number[];
+    const mask = inputs.attention_mask;
+    const [, seq = 0] = mask.dims;
     const maskData = mask.data as BigInt64Array;
     // Special tokens ([CLS], [SEP]) are not the caller's tokens.
-    const tokenCounts = texts.map((_, b) => maskData.subarray(b * seq, (b + 1) * seq).reduce((n, x) => n + Number(x), 0) - 2);
+    const tokenCounts = texts.map(
+      (_, b) => maskData.subarray(b * seq, (b + 1) * seq).reduce((n, x) => n + Number(x), 0) - 2,
+    );
     return { vectors: pool(output.last_hidden_state, mask, card.pooling), tokenCounts };
   };
 

@@ -68,7 +68,13 @@ async function measure(text: string, spans: { start: number; end: number }[], to
 }
 
 /** Splits one span into pieces that each fit, going down to words and finally characters. */
-async function fit(text: string, span: { start: number; end: number }, tokens: number, max: number, tokenizer: TokenCounter) {
+async function fit(
+  text: string,
+  span: { start: number; end: number },
+  tokens: number,
+  max: number,
+  tokenizer: TokenCounter,
+) {
   if (tokens <= max) return [{ ...span, tokens }];
   const words = segments(text, span.start, span.end, wordSegmenter);
   const measured = await measure(text, words, tokenizer);
@@ -82,7 +88,11 @@ async function fit(text: string, span: { start: number; end: number }, tokens: n
       const step = Math.max(1, Math.floor(((word.end - word.start) * max) / word.tokens));
       for (let s = word.start; s < word.end; s += step) {
         const e = Math.min(word.end, s + step);
-        out.push({ start: s, end: e, tokens: Math.min(max, Math.ceil((word.tokens * (e - s)) / (word.end - word.start))) });
+        out.push({
+          start: s,
+          end: e,
+          tokens: Math.min(max, Math.ceil((word.tokens * (e - s)) / (word.end - word.start))),
+        });
       }
     } else if (current && current.tokens + word.tokens <= max) {
       current = { start: current.start, end: word.end, tokens: current.tokens + word.tokens };

@@ -8,6 +8,7 @@ import type { Clock } from '../../src/keys/keys.service.ts';
 import { createMemoryStore } from '../../src/ratelimit/memory.store.ts';
 import type { RateLimitStore } from '../../src/ratelimit/ratelimit.ts';
 import { openTestDatabase, type TestDatabase } from './database.ts';
+import { testEmbeddings } from './embeddings.ts';
 
 export interface TestAppOptions {
   database?: Database;
@@ -55,6 +56,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     config,
     database,
     limiter,
+    embeddings: await testEmbeddings(),
     logger: pino({ level: 'info' }, sink),
     ...(options.clock ? { clock: options.clock } : {}),
   });

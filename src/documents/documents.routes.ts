@@ -1,0 +1,145 @@
+import multipart from '@fastify/multipart';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { principalOf } from '../http/auth.ts';
+import { AppError } from '../http/errors.ts';
+import type { DocumentsService, Upload } from './documents.service.ts';
+import {
+  collectionDocumentsParams,
+  documentList,
+  documentParams,
+  documentRecord,
+  jsonUploadBody,
+  listQuery,
+  message,
+  multipartFields,
+  updateDocumentBody,
+} from './documents.schemas.ts';
+
+const family = 'simple' as const;
+const tags = ['documents'];
+
+const invalid = (issues: { path: PropertyKey[]; message: string }[]) => {
+  const first = issues[0];
+  const path = first?.path.map(String).join('.') ?? '';
+  return new AppError({ code: 'invalid_value', message: `${path || 'body'}: ${first?.message ?? 'invalid'}` });
+};
+
+async function readMultipart(request: FastifyRequest): Promise<Upload> {
+  let file: { name: string; bytes: Buffer; contentType: string } | undefined;
+  const fields: Record<string, string> = {};
+  for await (const part of request.parts()) {
+    if (part.type === 'file') {
+      if (part.fieldname !== 'file' || file !== undefined) {
+        throw new AppError({ code: 'invalid_value', message: "Send exactly one file, in the field 'file'" });
+      }
+      file = { name: part.filename, bytes: await part.toBuffer(), contentType: part.mimetype };
+    } else {
+      fields[part.fieldname] = typeof part.value === 'string' ? part.value : JSON.stringify(part.value);
+    }
+  }
+  if (file === undefined)
+    throw new AppError({ code: 'missing_field', message: "file: required (multipart field 'file')" });
+  if (file.bytes.length === 0) throw new AppError({ code: 'invalid_value', message: 'file: the file is empty' });
+  const parsed = multipartFields.safeParse(fields);
+  if (!parsed.success) throw invalid(parsed.error.issues);
+  return { ...file, description: parsed.data.description, metadata: parsed.data.metadata };
+}
+
+function readJson(body: unknown): Upload {
+  const parsed = jsonUploadBody.safeParse(body);
+  if (!parsed.success) throw invalid(parsed.error.issues);
+  const { name, content, description, metadata } = parsed.data;
+  return { name, bytes: Buffer.from(content, 'utf8'), contentType: undefined, description, metadata };
+}
+
+export function documentsRoutes(documents: DocumentsService, uploadLimitBytes: number) {
+  return async (fastify: FastifyInstance) => {
+    await fastify.register(multipart, {
+      limits: { fileSize: uploadLimitBytes, files: 1, fields: 10, fieldSize: 1024 * 1024, parts: 20 },
+    });
+    const app = fastify.withTypeProvider<ZodTypeProvider>();
+
+    app.post(
+      '/api/v1/rag/collections/:collection_name/documents',
+      {
+        config: { access: 'write', family },
+        // JSON uploads carry the text itself, so they may be as large as a file.
+        bodyLimit: uploadLimitBytes,
+        schema: {
+          operationId: 'uploadDocument',
+          tags,
+          description:
+            "Upload a file as multipart/form-data (field `file`, optional `description` and `metadata` as a JSON string), or text as JSON {name, content, description?, metadata?}. Processing happens in the background: poll the document's `status`.",
+          params: collectionDocumentsParams,
+          response: { 202: documentRecord },
+        },
+      },
+      async (request, reply) => {
+        const upload = request.isMultipart() ? await readMultipart(request) : readJson(request.body);
+        const created = await documents.upload(principalOf(request), request.params.collection_name, upload);
+        return reply.code(202).send(created);
+      },
+    );
+
+    app.get(
+      '/api/v1/rag/collections/:collection_name/documents',
+      {
+        config: { access: 'read', family },
+        schema: {
+          operationId: 'listDocuments',
+          tags,
+          params: collectionDocumentsParams,
+          querystring: listQuery,
+          response: { 200: documentList },
+        },
+      },
+      async (request) =>
+        documents.list(
+          principalOf(request),
+          request.params.collection_name,
+          request.query.page,
+          request.query.page_size,
+        ),
+    );
+
+    app.get(
+      '/api/v1/rag/documents/:document_id',
+      {
+        config: { access: 'read', family },
+        schema: { operationId: 'getDocument', tags, params: documentParams, response: { 200: documentRecord } },
+      },
+      async (request) => documents.get(principalOf(request), request.params.document_id),
+    );
+
+    app.put(
+      '/api/v1/rag/documents/:document_id',
+      {
+        config: { access: 'write', family },
+        schema: {
+          operationId: 'updateDocument',
+          tags,
+          params: documentParams,
+          body: updateDocumentBody,
+          response: { 200: message },
+        },
+      },
+      async (request) => {
+        await documents.update(principalOf(request), request.params.document_id, request.body);
+        return { message: 'Document updated' };
+      },
+    );
+
+    app.delete(
+      '/api/v1/rag/documents/:document_id',
+      {
+        config: { access: 'delete', family },
+        schema: { operationId: 'deleteDocument', tags, params: documentParams, response: { 200: message } },
+      },
+      async (request) => {
+        await documents.delete(principalOf(request), request.params.document_id);
+        return { message: 'Document deleted' };
+      },
+    );
+  };
+}

@@ -1,0 +1,79 @@
+import { z } from 'zod';
+
+export const metadataSchema = z.record(z.string(), z.unknown());
+
+export const jsonUploadBody = z.object({
+  name: z.string().trim().min(1).max(500),
+  content: z.string().min(1),
+  description: z.string().max(10_000).optional(),
+  metadata: metadataSchema.optional(),
+});
+export type JsonUploadBody = z.infer<typeof jsonUploadBody>;
+
+/** Multipart fields besides `file`; `metadata` is a JSON object sent as a string. */
+export const multipartFields = z.object({
+  description: z.string().max(10_000).optional(),
+  metadata: z
+    .string()
+    .optional()
+    .transform((value, ctx) => {
+      if (value === undefined || value === '') return undefined;
+      try {
+        return metadataSchema.parse(JSON.parse(value));
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'metadata must be a JSON object' });
+        return z.NEVER;
+      }
+    }),
+});
+
+export const documentParams = z.object({ document_id: z.string().min(1).max(100) });
+export const collectionDocumentsParams = z.object({ collection_name: z.string().min(1).max(200) });
+
+export const listQuery = z.object({
+  page: z.coerce.number().int().min(1).default(1),
+  page_size: z.coerce.number().int().min(1).max(100).default(20),
+});
+
+export const documentStatus = z.enum(['pending', 'processing', 'processed', 'failed']);
+
+export const documentRecord = z.object({
+  id: z.string(),
+  name: z.string(),
+  collection_name: z.string(),
+  description: z.string().nullable(),
+  metadata: metadataSchema.nullable(),
+  status: documentStatus,
+  error: z.string().nullable(),
+  chunk_count: z.number().int(),
+  size_bytes: z.number().int(),
+  content_type: z.string(),
+  created_at: z.string(),
+  updated_at: z.string(),
+  processed_at: z.string().nullable(),
+});
+export type DocumentRecord = z.infer<typeof documentRecord>;
+
+export const documentListItem = documentRecord.pick({
+  id: true,
+  name: true,
+  chunk_count: true,
+  created_at: true,
+  metadata: true,
+  status: true,
+  size_bytes: true,
+  content_type: true,
+});
+
+export const documentList = z.object({
+  documents: z.array(documentListItem),
+  page: z.number().int(),
+  page_size: z.number().int(),
+  total: z.number().int(),
+});
+
+export const updateDocumentBody = z
+  .object({ description: z.string().max(10_000).optional(), metadata: metadataSchema.optional() })
+  .refine((b) => b.description !== undefined || b.metadata !== undefined, 'description or metadata is required');
+
+export const message = z.object({ message: z.string() });

@@ -1,0 +1,126 @@
+import { createHash } from 'node:crypto';
+import { isUniqueViolation } from '../db/errors.ts';
+import { newId } from '../db/ids.ts';
+import type { CollectionsService } from '../collections/collections.service.ts';
+import { AppError, notFound } from '../http/errors.ts';
+import { detectFormat } from '../ingestion/parsers/index.ts';
+import { canUseCollection, type Principal } from '../keys/principal.ts';
+import type { DocumentSummary, DocumentsRepository } from './documents.repository.ts';
+import type { DocumentRecord } from './documents.schemas.ts';
+
+export interface Upload {
+  name: string;
+  bytes: Buffer;
+  contentType: string | undefined;
+  description: string | undefined;
+  metadata: Record<string, unknown> | undefined;
+}
+
+export interface DocumentsServiceDeps {
+  repo: DocumentsRepository;
+  collections: CollectionsService;
+  /** Tells in-process workers a job is waiting, so they need not wait for their next poll. */
+  onQueued: () => void;
+}
+
+const NOT_FOUND = 'Document not found';
+
+export function toDocumentRecord(row: DocumentSummary): DocumentRecord {
+  return {
+    id: row.id,
+    name: row.name,
+    collection_name: row.collectionName,
+    description: row.description,
+    metadata: row.metadata,
+    status: row.status,
+    error: row.error,
+    chunk_count: row.chunkCount,
+    size_bytes: row.sizeBytes,
+    content_type: row.contentType,
+    created_at: row.createdAt.toISOString(),
+    updated_at: row.updatedAt.toISOString(),
+    processed_at: row.processedAt?.toISOString() ?? null,
+  };
+}
+
+export function createDocumentsService({ repo, collections, onQueued }: DocumentsServiceDeps) {
+  const requireDocument = async (principal: Principal, id: string) => {
+    const row = await repo.get(id);
+    // A document in a collection the key may not use is reported exactly like a missing one.
+    if (!row || !canUseCollection(principal, row.collectionName)) throw notFound(NOT_FOUND);
+    return row;
+  };
+
+  const duplicate = (documentId: string) =>
+    new AppError({ code: 'conflict', message: 'Document already exists', extra: { document_id: documentId } });
+
+  return {
+    async upload(principal: Principal, collectionName: string, upload: Upload): Promise<DocumentRecord> {
+      const collection = await collections.requireAccessible(principal, collectionName);
+      const format = detectFormat(upload.name, upload.contentType, upload.bytes.subarray(0, 16));
+      if (format === undefined) {
+        throw new AppError({
+          code: 'unsupported_media_type',
+          message: `Unsupported file type '${upload.name}': use txt, md, html, pdf, docx, csv, json, jsonl or source code`,
+        });
+      }
+      const sha256 = createHash('sha256').update(upload.bytes).digest('hex');
+      const existing = await repo.findBySha(collection.id, sha256);
+      if (existing) throw duplicate(existing.id);
+      const id = newId('doc');
+      try {
+        await repo.insertWithJob(
+          {
+            id,
+            collectionId: collection.id,
+            name: upload.name,
+            description: upload.description ?? null,
+            metadata: upload.metadata ?? null,
+            contentType: upload.contentType ?? 'application/octet-stream',
+            format,
+            sizeBytes: upload.bytes.length,
+            sha256,
+            original: upload.bytes,
+          },
+          newId('job'),
+        );
+      } catch (error) {
+        if (!isUniqueViolation(error)) throw error;
+        // A concurrent identical upload won the race.
+        const winner = await repo.findBySha(collection.id, sha256);
+        if (winner) throw duplicate(winner.id);
+        throw error;
+      }
+      onQueued();
+      const created = await repo.get(id);
+      if (!created) throw notFound(NOT_FOUND);
+      return toDocumentRecord(created);
+    },
+
+    async list(principal: Principal, collectionName: string, page: number, pageSize: number) {
+      const collection = await collections.requireAccessible(principal, collectionName);
+      const { rows, total } = await repo.list(collection.id, page, pageSize);
+      return { documents: rows.map(toDocumentRecord), page, page_size: pageSize, total };
+    },
+
+    async get(principal: Principal, id: string): Promise<DocumentRecord> {
+      return toDocumentRecord(await requireDocument(principal, id));
+    },
+
+    async update(
+      principal: Principal,
+      id: string,
+      patch: { description?: string; metadata?: Record<string, unknown> },
+    ) {
+      await requireDocument(principal, id);
+      await repo.update(id, patch);
+    },
+
+    async delete(principal: Principal, id: string): Promise<void> {
+      await requireDocument(principal, id);
+      if (!(await repo.delete(id))) throw notFound(NOT_FOUND);
+    },
+  };
+}
+
+export type DocumentsService = ReturnType<typeof createDocumentsService>;

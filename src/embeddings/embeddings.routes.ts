@@ -1,0 +1,37 @@
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { principalOf } from '../http/auth.ts';
+import { embeddingsBody, embeddingsResponse } from './embeddings.schemas.ts';
+import type { EmbeddingsService } from './embeddings.service.ts';
+
+export function embeddingsRoutes(embeddings: EmbeddingsService) {
+  return async (fastify: FastifyInstance) => {
+    fastify.withTypeProvider<ZodTypeProvider>().post(
+      '/api/v1/embeddings',
+      {
+        config: { access: 'embeddings', family: 'structured' },
+        schema: {
+          operationId: 'createEmbeddings',
+          tags: ['embeddings'],
+          description:
+            'OpenAI-compatible embeddings. The header x-ragport-embedding-model names the model that computed them (OpenAI names are aliases of the local default model unless an upstream serves them).',
+          body: embeddingsBody,
+          response: { 200: embeddingsResponse },
+        },
+      },
+      async (request, reply) => {
+        // The client went away before the answer: stop waiting for the model.
+        const abort = new AbortController();
+        reply.raw.once('close', () => {
+          if (!reply.raw.writableEnded) abort.abort();
+        });
+        const { response, resolvedModel } = await embeddings.create(
+          principalOf(request).keyId,
+          request.body,
+          abort.signal,
+        );
+        return reply.header('x-ragport-embedding-model', resolvedModel).send(response);
+      },
+    );
+  };
+}

@@ -1,0 +1,60 @@
+import { AppError } from '../http/errors.ts';
+import type { EmbeddingsBody, EmbeddingsResponse } from './embeddings.schemas.ts';
+import { MAX_TOTAL_CHARS } from './embeddings.schemas.ts';
+import type { EmbeddingRegistry } from './registry.ts';
+
+export interface UsageSink {
+  record(entry: { keyId: string; model: string; promptTokens: number; completionTokens: number }): void;
+}
+
+/** Little-endian float32, base64: what OpenAI sends for encoding_format=base64. */
+function toBase64(vector: Float32Array): string {
+  const bytes = Buffer.alloc(vector.length * 4);
+  for (let i = 0; i < vector.length; i++) bytes.writeFloatLE(vector[i] as number, i * 4);
+  return bytes.toString('base64');
+}
+
+export function createEmbeddingsService(deps: { registry: EmbeddingRegistry; usage: UsageSink }) {
+  return {
+    async create(
+      keyId: string,
+      body: EmbeddingsBody,
+      signal: AbortSignal,
+    ): Promise<{ response: EmbeddingsResponse; resolvedModel: string }> {
+      const inputs = typeof body.input === 'string' ? [body.input] : body.input;
+      const chars = inputs.reduce((n, s) => n + s.length, 0);
+      if (chars > MAX_TOTAL_CHARS) {
+        throw new AppError({
+          code: 'invalid_value',
+          message: `input is too large: at most ${MAX_TOTAL_CHARS} characters in total`,
+          param: 'input',
+        });
+      }
+      const resolved = deps.registry.resolve(body.model);
+      if (!resolved.ok) {
+        throw new AppError({
+          code: resolved.reason === 'unknown' ? 'model_not_found' : 'service_unavailable',
+          message: resolved.message,
+          param: 'model',
+        });
+      }
+      const { vectors, promptTokens } = await resolved.model.embed(inputs, { priority: 'interactive', signal });
+      deps.usage.record({ keyId, model: body.model, promptTokens, completionTokens: 0 });
+      return {
+        resolvedModel: resolved.model.name,
+        response: {
+          object: 'list',
+          data: vectors.map((v, index) => ({
+            object: 'embedding',
+            embedding: body.encoding_format === 'base64' ? toBase64(v) : Array.from(v),
+            index,
+          })),
+          model: body.model,
+          usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
+        },
+      };
+    },
+  };
+}
+
+export type EmbeddingsService = ReturnType<typeof createEmbeddingsService>;

@@ -1,0 +1,147 @@
+import { randomBase62 } from '../db/ids.ts';
+import type { EmbeddingRegistry } from '../embeddings/registry.ts';
+import type { Logger } from 'pino';
+import { chunkText, type ChunkingOptions } from './chunker.ts';
+import type { ClaimedJob, JobsRepository } from './jobs.repository.ts';
+import { ParseError, parseDocument, type DocumentFormat } from './parsers/index.ts';
+
+export interface IngestionWorkerDeps {
+  jobs: JobsRepository;
+  embeddings: EmbeddingRegistry;
+  chunking: ChunkingOptions;
+  logger: Logger;
+  /** Jobs processed at once by this worker. */
+  concurrency: number;
+  leaseMs?: number;
+  pollMs?: number;
+  /** Largest text kept from one document, in characters. */
+  maxChars?: number;
+}
+
+export interface IngestionWorker {
+  readonly id: string;
+  start(): void;
+  /** A job was queued: look now instead of at the next poll. */
+  wake(): void;
+  /** Stops claiming, waits for or abandons running jobs, and returns unfinished ones to the queue. */
+  stop(): Promise<void>;
+}
+
+class LeaseLost extends Error {}
+
+const backoffMs = (attempt: number) => Math.min(60_000, 1_000 * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2);
+
+/**
+ * Claims jobs from the PostgreSQL queue and turns each document into embedded chunks. A crash
+ * loses nothing: the lease expires and another worker (or this one after a restart) retries.
+ */
+export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorker {
+  const { jobs, embeddings, logger } = deps;
+  const leaseMs = deps.leaseMs ?? 30_000;
+  const pollMs = deps.pollMs ?? 1_000;
+  const id = `wrk_${randomBase62(12)}`;
+  const log = logger.child({ worker: id });
+  let running = false;
+  const slots: Promise<void>[] = [];
+  const inFlight = new Set<AbortController>();
+  const sleepers = new Set<() => void>();
+  const wakeAll = () => {
+    for (const wake of [...sleepers]) wake();
+  };
+
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        sleepers.delete(done);
+        resolve();
+      }
+      sleepers.add(done);
+    });
+
+  const process = async (job: ClaimedJob, signal: AbortSignal) => {
+    const doc = await jobs.document(job.documentId);
+    if (!doc) return; // Deleted meanwhile: the job went with it.
+    const resolved = embeddings.byResolvedName(doc.embeddingProvider, doc.embeddingModel);
+    if (!resolved.ok) throw new Error(resolved.message);
+    const model = resolved.model;
+    const parsed = await parseDocument(doc.original, doc.format as DocumentFormat, { maxChars: deps.maxChars });
+    if (signal.aborted) throw new LeaseLost();
+    const maxTokens = Math.min(deps.chunking.maxTokens, model.maxTokens - 2);
+    const chunks = await chunkText(parsed.text, model, { maxTokens, overlapTokens: deps.chunking.overlapTokens });
+    const { vectors } = await model.embed(
+      chunks.map((c) => c.content),
+      { priority: 'bulk', signal },
+    );
+    if (signal.aborted) throw new LeaseLost();
+    const embedded = chunks.map((c, i) => ({ ...c, embedding: vectors[i] as Float32Array }));
+    if (!(await jobs.complete(job, id, model.name, embedded))) throw new LeaseLost();
+    log.info({ document_id: doc.id, chunks: chunks.length, attempt: job.attempts }, 'document processed');
+  };
+
+  const runJob = async (job: ClaimedJob) => {
+    const controller = new AbortController();
+    inFlight.add(controller);
+    // Keep the lease while working; losing it means another worker owns the job now.
+    const heartbeat = setInterval(() => {
+      jobs.heartbeat(job.jobId, id, leaseMs).then(
+        (held) => {
+          if (!held) controller.abort(new LeaseLost());
+        },
+        (error: unknown) => log.warn({ err: error, job_id: job.jobId }, 'heartbeat failed'),
+      );
+    }, leaseMs / 3);
+    try {
+      await process(job, controller.signal);
+    } catch (error) {
+      if (error instanceof LeaseLost || controller.signal.aborted) {
+        log.warn({ job_id: job.jobId }, 'job abandoned (lease lost or worker stopping)');
+        return;
+      }
+      const permanent = error instanceof ParseError;
+      const message = error instanceof Error ? error.message : String(error);
+      const retry = !permanent && job.attempts < job.maxAttempts ? backoffMs(job.attempts) : null;
+      log.warn({ err: error, job_id: job.jobId, document_id: job.documentId, retry_in_ms: retry }, 'job failed');
+      await jobs.fail(job, id, message, retry);
+    } finally {
+      clearInterval(heartbeat);
+      inFlight.delete(controller);
+    }
+  };
+
+  const loop = async () => {
+    while (running) {
+      try {
+        await jobs.reapExhausted();
+        const job = await jobs.claim(id, leaseMs);
+        if (job) {
+          await runJob(job);
+          continue;
+        }
+      } catch (error) {
+        log.error({ err: error }, 'ingestion loop error');
+      }
+      if (running) await sleep(pollMs);
+    }
+  };
+
+  return {
+    id,
+    start() {
+      if (running) return;
+      running = true;
+      for (let i = 0; i < deps.concurrency; i++) slots.push(loop());
+    },
+    wake: wakeAll,
+    async stop() {
+      running = false;
+      wakeAll();
+      for (const controller of inFlight) controller.abort(new LeaseLost());
+      await Promise.allSettled(slots);
+      slots.length = 0;
+      const released = await jobs.release(id).catch(() => 0);
+      if (released > 0) log.info({ released }, 'returned unfinished jobs to the queue');
+    },
+  };
+}

@@ -1,0 +1,154 @@
+import { sql } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { queryRows } from '../../src/db/client.ts';
+import { startTestApp, type TestApp } from '../support/app.ts';
+import { createCollection, waitForDocument } from '../support/documents.ts';
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await startTestApp();
+});
+afterAll(async () => {
+  await t.close();
+});
+
+describe('collections', () => {
+  it('creates with the default embedding model recorded and resolved', async () => {
+    const response = await t.request('/api/v1/rag/collections', {
+      method: 'POST',
+      json: { name: 'papers', description: 'Research papers' },
+    });
+    expect(response.status).toBe(201);
+    expect(await response.json()).toMatchObject({
+      id: expect.stringMatching(/^col_/),
+      name: 'papers',
+      description: 'Research papers',
+      embedding_model: 'text-embedding-ada-002',
+      embedding_provider: 'local',
+      embedding_model_resolved: 'sentence-transformers/all-MiniLM-L6-v2',
+      dimensions: 384,
+      document_count: 0,
+      chunk_count: 0,
+    });
+  });
+
+  it('exact errors: duplicate name 409, bad name 400, unknown 404, unknown model 400', async () => {
+    await createCollection(t, 'dup');
+    const dup = await t.request('/api/v1/rag/collections', { method: 'POST', json: { name: 'dup' } });
+    expect(dup.status).toBe(409);
+    expect(await dup.json()).toEqual({ error: 'Collection name already exists' });
+
+    for (const name of ['', '-starts-with-dash', 'has space', 'x'.repeat(65), 'ünïcode']) {
+      const bad = await t.request('/api/v1/rag/collections', { method: 'POST', json: { name } });
+      expect(bad.status, name).toBe(400);
+      expect(typeof ((await bad.json()) as { error: unknown }).error).toBe('string');
+    }
+    for (const path of ['/api/v1/rag/collections/nope', '/api/v1/rag/collections/nope/documents']) {
+      const missing = await t.request(path);
+      expect(missing.status).toBe(404);
+      expect(await missing.json()).toEqual({ error: 'Collection not found' });
+    }
+    const put = await t.request('/api/v1/rag/collections/nope', { method: 'PUT', json: { description: 'x' } });
+    expect(put.status).toBe(404);
+    expect(await put.json()).toEqual({ error: 'Collection not found' });
+    const del = await t.request('/api/v1/rag/collections/nope', { method: 'DELETE' });
+    expect(await del.json()).toEqual({ error: 'Collection not found' });
+
+    const model = await t.request('/api/v1/rag/collections', {
+      method: 'POST',
+      json: { name: 'm', embedding_model: 'no-such-model' },
+    });
+    expect(model.status).toBe(400);
+    expect(await model.json()).toEqual({ error: "Unknown embedding model 'no-such-model'" });
+  });
+
+  it('lists, updates the description only, and counts processed documents and chunks', async () => {
+    await createCollection(t, 'counted');
+    const upload = await t.request('/api/v1/rag/collections/counted/documents', {
+      method: 'POST',
+      json: { name: 'a.txt', content: 'Alpha beta gamma. '.repeat(50) },
+    });
+    expect(upload.status).toBe(202);
+    const doc = await waitForDocument(t, ((await upload.json()) as { id: string }).id);
+    expect(doc.status).toBe('processed');
+
+    const put = await t.request('/api/v1/rag/collections/counted', {
+      method: 'PUT',
+      json: { description: 'new', embedding_model: 'ignored' },
+    });
+    expect(put.status).toBe(200);
+    expect(await put.json()).toEqual({ message: 'Collection updated' });
+    const detail = (await (await t.request('/api/v1/rag/collections/counted')).json()) as Record<string, unknown>;
+    expect(detail).toMatchObject({ description: 'new', document_count: 1, chunk_count: doc.chunk_count });
+    const [truth] = await queryRows<{ n: number }>(
+      t.database.db,
+      sql`select count(*)::int as n from chunks c join collections k on k.id = c.collection_id where k.name = 'counted'`,
+    );
+    expect(detail.chunk_count).toBe(truth?.n);
+
+    const list = (await (await t.request('/api/v1/rag/collections')).json()) as { collections: { name: string }[] };
+    expect(list.collections.map((c) => c.name)).toContain('counted');
+  });
+
+  it('delete cascades to documents, chunks and jobs in one go', async () => {
+    const { id } = await createCollection(t, 'doomed');
+    const upload = await t.request('/api/v1/rag/collections/doomed/documents', {
+      method: 'POST',
+      json: { name: 'd.txt', content: 'Delete me please. '.repeat(30) },
+    });
+    const docId = ((await upload.json()) as { id: string }).id;
+    await waitForDocument(t, docId);
+    const del = await t.request('/api/v1/rag/collections/doomed', { method: 'DELETE' });
+    expect(del.status).toBe(200);
+    expect(await del.json()).toEqual({ message: 'Collection deleted' });
+    expect((await t.request('/api/v1/rag/collections/doomed')).status).toBe(404);
+    expect((await t.request(`/api/v1/rag/documents/${docId}`)).status).toBe(404);
+    const left = await queryRows<{ n: number }>(
+      t.database.db,
+      sql`select (select count(*) from chunks where collection_id = ${id})
+             + (select count(*) from documents where collection_id = ${id})
+             + (select count(*) from ingestion_jobs where document_id = ${docId}) as n`,
+    );
+    expect(Number(left[0]?.n)).toBe(0);
+  });
+
+  it('a key restricted to other collections sees them as missing', async () => {
+    await createCollection(t, 'open');
+    await createCollection(t, 'secret');
+    const k = await t.createKey({ name: 'r', scopes: ['read', 'write', 'delete'], collections: ['open'] });
+    const list = (await (await t.request('/api/v1/rag/collections', { key: k.key })).json()) as {
+      collections: { name: string }[];
+    };
+    expect(list.collections.map((c) => c.name)).toEqual(['open']);
+    for (const [method, path] of [
+      ['GET', '/api/v1/rag/collections/secret'],
+      ['PUT', '/api/v1/rag/collections/secret'],
+      ['DELETE', '/api/v1/rag/collections/secret'],
+      ['GET', '/api/v1/rag/collections/secret/documents'],
+      ['POST', '/api/v1/rag/collections/secret/documents'],
+    ] as const) {
+      const json =
+        method === 'PUT' ? { description: 'x' } : method === 'POST' ? { name: 'x.txt', content: 'x' } : undefined;
+      const response = await t.request(path, { method, key: k.key, ...(json ? { json } : {}) });
+      expect(response.status, `${method} ${path}`).toBe(404);
+      expect(await response.json()).toEqual({ error: 'Collection not found' });
+    }
+    expect((await t.request('/api/v1/rag/collections/open', { key: k.key })).status).toBe(200);
+  });
+
+  it('searches can use the collection HNSW index (EXPLAIN)', async () => {
+    const { id, dimensions } = await createCollection(t, 'indexed');
+    const vector = `[${Array.from({ length: dimensions }, (_, i) => (i === 0 ? 1 : 0)).join(',')}]`;
+    const plan = await t.database.db.transaction(async (tx) => {
+      await tx.execute(sql`set local enable_seqscan = off`);
+      return queryRows<{ 'QUERY PLAN': string }>(
+        tx,
+        sql.raw(
+          `explain select id from chunks where collection_id = '${id}' ` +
+            `order by embedding::vector(${dimensions}) <=> '${vector}'::vector(${dimensions}) limit 5`,
+        ),
+      );
+    });
+    expect(plan.map((r) => r['QUERY PLAN']).join('\n')).toContain(`chunks_hnsw_${id}`);
+  });
+});
