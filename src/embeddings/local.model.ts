@@ -75,6 +75,22 @@ function pool(hidden: Tensor, mask: Tensor, pooling: ModelCard['pooling']): Floa
 }
 
 /**
+ * transformers.js truncates by cutting the end of the sequence, [SEP] included; the model (and
+ * sentence-transformers) expect truncated content followed by [SEP]. Put it back.
+ */
+function restoreSeparator(ids: Tensor, mask: Tensor, sepId: number | undefined): void {
+  if (sepId === undefined) return;
+  const [batch = 0, seq = 0] = ids.dims as number[];
+  const idData = ids.data as BigInt64Array;
+  const maskData = mask.data as BigInt64Array;
+  const sep = BigInt(sepId);
+  for (let b = 0; b < batch; b++) {
+    const last = b * seq + seq - 1;
+    if (maskData[last] === 1n && idData[last] !== sep) idData[last] = sep;
+  }
+}
+
+/**
  * A sentence-embedding model run in-process by ONNX Runtime. Inference runs on ORT's own threads,
  * one batch at a time (more would only oversubscribe the cores), fed by a priority batcher.
  */
@@ -108,6 +124,7 @@ export async function loadLocalModel(options: LocalModelOptions): Promise<Embedd
 
   const runBatch = async (texts: string[]) => {
     const inputs = tokenizer(texts, { padding: true, truncation: true, max_length: card.maxTokens });
+    restoreSeparator(inputs.input_ids as Tensor, inputs.attention_mask as Tensor, tokenizer.sep_token_id);
     const output = (await model(inputs)) as { last_hidden_state: Tensor };
     const mask = inputs.attention_mask;
     const [, seq = 0] = mask.dims;

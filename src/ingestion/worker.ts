@@ -29,6 +29,14 @@ export interface IngestionWorker {
 
 class LeaseLost extends Error {}
 
+/** A readable, storable message: a database error's own words rather than the query that failed. */
+function describe(error: unknown): string {
+  let e = error;
+  while (e instanceof Error && e.message.startsWith('Failed query') && e.cause instanceof Error) e = e.cause;
+  const message = e instanceof Error ? e.message : String(e);
+  return message.replaceAll('\u0000', '').slice(0, 1_000);
+}
+
 const backoffMs = (attempt: number) => Math.min(60_000, 1_000 * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2);
 
 /**
@@ -69,7 +77,9 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
     const parsed = await parseDocument(doc.original, doc.format as DocumentFormat, { maxChars: deps.maxChars });
     if (signal.aborted) throw new LeaseLost();
     const maxTokens = Math.min(deps.chunking.maxTokens, model.maxTokens - 2);
-    const chunks = await chunkText(parsed.text, model, { maxTokens, overlapTokens: deps.chunking.overlapTokens });
+    // PostgreSQL text cannot hold NUL; some PDF fonts map glyphs to it.
+    const text = parsed.text.replaceAll('\u0000', '');
+    const chunks = await chunkText(text, model, { maxTokens, overlapTokens: deps.chunking.overlapTokens });
     const { vectors } = await model.embed(
       chunks.map((c) => c.content),
       { priority: 'bulk', signal },
@@ -100,7 +110,7 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
         return;
       }
       const permanent = error instanceof ParseError;
-      const message = error instanceof Error ? error.message : String(error);
+      const message = describe(error);
       const retry = !permanent && job.attempts < job.maxAttempts ? backoffMs(job.attempts) : null;
       log.warn({ err: error, job_id: job.jobId, document_id: job.documentId, retry_in_ms: retry }, 'job failed');
       await jobs.fail(job, id, message, retry);
