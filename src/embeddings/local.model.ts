@@ -80,7 +80,7 @@ function pool(hidden: Tensor, mask: Tensor, pooling: ModelCard['pooling']): Floa
  */
 function restoreSeparator(ids: Tensor, mask: Tensor, sepId: number | undefined): void {
   if (sepId === undefined) return;
-  const [batch = 0, seq = 0] = ids.dims as number[];
+  const [batch = 0, seq = 0] = ids.dims;
   const idData = ids.data as BigInt64Array;
   const maskData = mask.data as BigInt64Array;
   const sep = BigInt(sepId);
@@ -124,7 +124,7 @@ export async function loadLocalModel(options: LocalModelOptions): Promise<Embedd
 
   const runBatch = async (texts: string[]) => {
     const inputs = tokenizer(texts, { padding: true, truncation: true, max_length: card.maxTokens });
-    restoreSeparator(inputs.input_ids as Tensor, inputs.attention_mask as Tensor, tokenizer.sep_token_id);
+    restoreSeparator(inputs.input_ids, inputs.attention_mask, tokenizer.sep_token_id);
     const output = (await model(inputs)) as { last_hidden_state: Tensor };
     const mask = inputs.attention_mask;
     const [, seq = 0] = mask.dims;
