@@ -14,7 +14,11 @@ const flat = (text: string): string => text.replace(/\s+/g, ' ');
 
 describe('shared documents', () => {
   const cases: [string, DocumentFormat, string[]][] = [
-    ['multi-column-2p.pdf', 'pdf', ['Dense Passage Retrieval for Open-Domain Question Answering', 'Lucene-BM25']],
+    [
+      'multi-column-2p.pdf',
+      'pdf',
+      ['Dense Passage Retrieval for Open-Domain Question Answering', '3 Dense Passage Retriever (DPR)'],
+    ],
     [
       'layout-parser-paper-fast.pdf',
       'pdf',
@@ -138,6 +142,13 @@ describe('PDF robustness', () => {
 
   it('rejects bytes that are not a PDF at all', async () => {
     await expect(parseDocument(enc('%PDF-1.7\nnothing here'), 'pdf')).rejects.toBeInstanceOf(ParseError);
+  });
+
+  it('stops at the page cap and says so', async () => {
+    const { text, info } = await parseDocument(await read('multi-column-2p.pdf'), 'pdf', { maxPages: 1 });
+    expect(info).toMatchObject({ pages: 2, truncated: 'page_limit' });
+    expect(text).toContain('Retrieval in open-domain QA is usually implemented');
+    expect(text).not.toContain('3 Dense Passage Retriever (DPR)'); // page 2's heading
   });
 
   it('stops at maxChars and says so', async () => {
