@@ -9,8 +9,9 @@ import type { ParsedDocument, ParseLimits } from './types.ts';
 /**
  * HTML main text. Readability (Firefox Reader View's algorithm) finds the article and drops
  * navigation, sidebars and comments; it runs on linkedom, a light DOM that parses in a fraction
- * of jsdom's time and memory. Readability gives up on some pages (link lists, table layouts,
- * short pages), so its result is used only when it kept a fair share of the page's text;
+ * of jsdom's time and memory. Readability gives up on some pages (link lists, table layouts) and
+ * keeps everything on short ones, so its result is used only for a substantial article that kept
+ * a fair share of the page's text;
  * otherwise the whole body is rendered without script, style and the nav/header/footer/aside
  * landmarks.
  */
@@ -27,7 +28,10 @@ export function parseHtml(bytes: Uint8Array, limits?: ParseLimits): ParsedDocume
     throw new ParseError(`HTML could not be read: ${messageOf(error)}`, { cause: error });
   }
   const wholeLength = lengthOf(whole);
-  const useArticle = article !== undefined && lengthOf(article.paragraphs) >= Math.min(500, wholeLength * 0.3);
+  const articleLength = article === undefined ? 0 : lengthOf(article.paragraphs);
+  // On short pages Readability keeps the whole body, menus included; the landmark-free render is
+  // better there.
+  const useArticle = articleLength >= 500 && articleLength >= wholeLength * 0.3;
   const sink = new TextSink(limits);
   const paragraphs = useArticle && article !== undefined ? withTitle(article.title, article.paragraphs) : whole;
   for (const paragraph of paragraphs) if (!sink.add(paragraph)) break;

@@ -1,3 +1,5 @@
+import { parse as parseTolerant } from 'jsonc-parser';
+import type { ParseError as JsoncError } from 'jsonc-parser';
 import { decodeText } from './decode.ts';
 import { ParseError, messageOf } from './errors.ts';
 import { TextSink } from './text-sink.ts';
@@ -12,9 +14,27 @@ function parseJson(text: string, what: string): Json {
   try {
     return JSON.parse(text) as Json;
   } catch (error) {
-    // V8's message carries the position: "… in JSON at position 12 (line 2 column 3)".
-    throw new ParseError(`${what} is not valid JSON: ${messageOf(error)}`, { cause: error });
+    throw new ParseError(`${what} is not valid JSON: ${withPosition(messageOf(error), text)}`, { cause: error });
   }
+}
+
+/**
+ * V8 says where most syntax errors are ("… in JSON at position 12 (line 2 column 3)") but not
+ * for an unexpected token; then VS Code's JSON scanner (jsonc-parser) is asked for the offset.
+ */
+function withPosition(message: string, text: string): string {
+  if (/position \d+/.test(message)) return message;
+  const errors: JsoncError[] = [];
+  try {
+    parseTolerant(text, errors, { disallowComments: true, allowTrailingComma: false });
+  } catch {
+    return message; // its recursive descent can run out of stack on absurd nesting
+  }
+  const offset = errors[0]?.offset;
+  if (offset === undefined) return message;
+  const before = text.slice(0, offset).split('\n');
+  const column = (before.at(-1)?.length ?? 0) + 1;
+  return `${message.replace(/, ".*$/s, '')} at position ${offset} (line ${before.length} column ${column})`;
 }
 
 const scalar = (value: Json): string => (typeof value === 'string' ? value : JSON.stringify(value));

@@ -19,7 +19,7 @@ import type { ParsedDocument, ParseLimits } from './types.ts';
  */
 
 /** More pages than any real document we index; a page-count bomb stops here. */
-export const maxPdfPages = 2000;
+export const defaultMaxPdfPages = 2000;
 
 const packageRoot = dirname(createRequire(import.meta.url).resolve('pdfjs-dist/package.json'));
 const cMapUrl = join(packageRoot, 'cmaps') + '/';
@@ -51,7 +51,7 @@ export async function parsePdf(bytes: Uint8Array, limits?: ParseLimits): Promise
       throw translate(error);
     });
     const sink = new TextSink(limits);
-    const pages = Math.min(document.numPages, maxPdfPages);
+    const pages = Math.min(document.numPages, limits?.maxPages ?? defaultMaxPdfPages);
     for (let number = 1; number <= pages && !sink.full; number += 1) {
       const page = await document.getPage(number);
       const content = await page.getTextContent();

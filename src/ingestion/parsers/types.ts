@@ -10,6 +10,8 @@ export interface ParsedDocument {
 export interface ParseLimits {
   /** Extraction stops once the text reaches this many characters; `info.truncated` says so. */
   maxChars?: number;
+  /** PDF pages read at most (default 2,000); a page-count bomb stops here with `truncated: page_limit`. */
+  maxPages?: number;
 }
 
 export const defaultMaxChars = 10_000_000;
