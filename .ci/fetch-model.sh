@@ -26,6 +26,8 @@
 #   RAGPORT_MODELS_CACHE  models root (default ~/.cache/ragport-ci/models)
 #   RAGPORT_MODEL_VENV    venv used for the one-time export (default ~/.cache/ragport-ci/modelvenv)
 #   RAGPORT_PYTHON        python 3.11 used to create that venv (default python3)
+#   RAGPORT_TORCH_WHEEL   torch 2.13.0+cpu wheel file (default: /opt/wheels/torch-2.13.0+cpu-cp311-*.whl,
+#                         else `pip install torch==2.13.0`, which must resolve to a CPU build)
 #   RAGPORT_FETCH_FORCE=1 rebuild even if the output is complete
 # Everything but the last stdout line goes to stderr.
 set -euo pipefail
@@ -75,13 +77,26 @@ setup_venv() {
   pyver=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
   [[ "$pyver" == "3.11" ]] || say "warning: $PYTHON is $pyver; the local CPU torch wheel is cp311"
   say "creating venv $VENV"
-  rm -rf "$VENV"
+  if [[ -e "$VENV" ]]; then
+    # Only ever replace something that is a venv (or an empty dir).
+    if [[ -f "$VENV/pyvenv.cfg" ]] || [[ -d "$VENV" && -z "$(ls -A "$VENV")" ]]; then
+      rm -rf "$VENV"
+    else
+      say "error: $VENV exists and is not a venv; set RAGPORT_MODEL_VENV elsewhere"
+      exit 1
+    fi
+  fi
   mkdir -p "$(dirname "$VENV")"
   "$PYTHON" -m venv "$VENV" >&2
   local pip=("$VENV/bin/python" -m pip --disable-pip-version-check --no-input -q)
-  say "installing $TORCH_REQ (CPU)"
-  "${pip[@]}" install "$TORCH_REQ" >&2
-  if ! "$VENV/bin/python" -c 'import sys, torch; sys.exit(0 if torch.version.cuda is None else 1)'; then
+  # Prefer the CPU wheel lying on this machine by path, so no pip config is needed.
+  local torch_src="${RAGPORT_TORCH_WHEEL:-}" w
+  if [[ -z "$torch_src" ]]; then
+    for w in /opt/wheels/torch-2.13.0+cpu-cp311-*.whl; do [[ -f "$w" ]] && torch_src="$w" && break; done
+  fi
+  say "installing ${torch_src:-$TORCH_REQ} (CPU)"
+  "${pip[@]}" install "${torch_src:-$TORCH_REQ}" >&2
+  if ! "$VENV/bin/python" -W ignore -c 'import sys, torch; sys.exit(0 if torch.version.cuda is None else 1)'; then
     say "error: pip installed a CUDA build of torch; put the torch 2.13.0+cpu wheel in pip's find-links"
     exit 1
   fi
@@ -197,6 +212,8 @@ if [[ "${RAGPORT_FETCH_FORCE:-0}" == 1 ]] || ! is_complete; then
   rm -rf "$OUT"
   mv "$tmp/out" "$OUT"
   say "built $OUT"
+else
+  say "up to date (built by a concurrent run): $OUT"
 fi
 is_complete || { say "error: $OUT is incomplete"; exit 1; }
 echo "$MODELS_ROOT"
