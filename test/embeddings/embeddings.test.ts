@@ -1,0 +1,92 @@
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp } from '../support/app.ts';
+
+let t: TestApp;
+let key: string;
+beforeAll(async () => {
+  t = await startTestApp();
+  key = (await t.createKey({ name: 'emb', scopes: ['embeddings'], tier: 'enterprise' })).key;
+});
+afterAll(async () => {
+  await t.close();
+});
+
+interface EmbeddingsBody {
+  object: string;
+  model: string;
+  data: { object: string; index: number; embedding: number[] | string }[];
+  usage: { prompt_tokens: number; total_tokens: number };
+}
+
+const embed = async (body: unknown) => t.request('/api/v1/embeddings', { method: 'POST', key, json: body });
+const cosine = (a: number[], b: number[]) => a.reduce((s, x, i) => s + x * (b[i] as number), 0);
+
+describe('POST /api/v1/embeddings (local model)', () => {
+  it('a string input: one unit vector of 384 floats, usage, the model actually used in a header', async () => {
+    const response = await embed({ model: 'text-embedding-ada-002', input: 'The quick brown fox' });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('x-ragport-embedding-model')).toBe('sentence-transformers/all-MiniLM-L6-v2');
+    const body = (await response.json()) as EmbeddingsBody;
+    expect(body).toMatchObject({ object: 'list', model: 'text-embedding-ada-002', usage: { prompt_tokens: 4, total_tokens: 4 } });
+    expect(body.data).toHaveLength(1);
+    const vector = body.data[0]?.embedding as number[];
+    expect(vector).toHaveLength(384);
+    expect(cosine(vector, vector)).toBeCloseTo(1, 4);
+  });
+
+  it('an array input keeps input order, and similar texts are closer than unrelated ones', async () => {
+    const input = ['A cat sits on the mat.', 'Quarterly revenue grew by 12 percent.', 'A kitten rests on a rug.'];
+    const body = (await (await embed({ model: 'sentence-transformers/all-MiniLM-L6-v2', input })).json()) as EmbeddingsBody;
+    expect(body.data.map((d) => d.index)).toEqual([0, 1, 2]);
+    const [cat, revenue, kitten] = body.data.map((d) => d.embedding as number[]) as [number[], number[], number[]];
+    expect(cosine(cat, kitten)).toBeGreaterThan(cosine(cat, revenue) + 0.2);
+    // The same text alone and inside a batch gets (nearly) the same vector: int8 dynamic
+    // quantization scales activations per batch, so q8 vectors move by well under 2%.
+    const alone = (await (await embed({ model: 'text-embedding-3-small', input: input[1] })).json()) as EmbeddingsBody;
+    expect(cosine(alone.data[0]?.embedding as number[], revenue)).toBeGreaterThan(0.98);
+  });
+
+  it('base64 is little-endian float32 of the same vector', async () => {
+    const input = 'base64 round trip';
+    const floats = (await (await embed({ model: 'text-embedding-ada-002', input })).json()) as EmbeddingsBody;
+    const encoded = (await (await embed({ model: 'text-embedding-ada-002', input, encoding_format: 'base64' })).json()) as EmbeddingsBody;
+    const bytes = Buffer.from(encoded.data[0]?.embedding as string, 'base64');
+    const decoded = Array.from({ length: bytes.length / 4 }, (_, i) => bytes.readFloatLE(i * 4));
+    const expected = floats.data[0]?.embedding as number[];
+    expect(decoded).toHaveLength(384);
+    decoded.forEach((x, i) => expect(x).toBeCloseTo(expected[i] as number, 6));
+  });
+
+  it('usage counts tokens with the model tokenizer, summed over inputs', async () => {
+    const body = (await (await embed({ model: 'text-embedding-ada-002', input: ['hello world', 'hello'] })).json()) as EmbeddingsBody;
+    expect(body.usage).toEqual({ prompt_tokens: 3, total_tokens: 3 });
+  });
+
+  it('structured errors for bad input', async () => {
+    const cases: [unknown, number, string][] = [
+      [{ model: 'text-embedding-ada-002', input: '' }, 400, 'invalid_value'],
+      [{ model: 'text-embedding-ada-002', input: [] }, 400, 'invalid_value'],
+      [{ model: 'text-embedding-ada-002', input: ['ok', ''] }, 400, 'invalid_value'],
+      [{ model: 'text-embedding-ada-002', input: 'x', encoding_format: 'int8' }, 400, 'invalid_value'],
+      [{ model: 'text-embedding-ada-002', input: [1, 2, 3] }, 400, 'invalid_value'],
+      [{ input: 'x' }, 400, 'missing_field'],
+      [{ model: 'text-embedding-ada-002', input: Array.from({ length: 2049 }, () => 'x') }, 400, 'invalid_value'],
+      [{ model: 'nonexistent-model', input: 'x' }, 404, 'model_not_found'],
+    ];
+    for (const [body, status, code] of cases) {
+      const response = await embed(body);
+      expect(response.status, JSON.stringify(body).slice(0, 80)).toBe(status);
+      expect(((await response.json()) as { error: { code: string } }).error.code).toBe(code);
+    }
+  });
+
+  it('works through the official openai client', async () => {
+    const client = new OpenAI({ apiKey: key, baseURL: `${t.url}/api/v1` });
+    const result = await client.embeddings.create({ model: 'text-embedding-3-small', input: ['one', 'two'] });
+    expect(result.data).toHaveLength(2);
+    expect(result.data[1]?.index).toBe(1);
+    expect(result.data[0]?.embedding).toHaveLength(384);
+    await expect(client.embeddings.create({ model: 'nope', input: 'x' })).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+  });
+});
