@@ -142,6 +142,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
           jobs,
           embeddings,
           chunking: config.chunking,
+          leaseMs: config.ingestionLeaseMs,
           logger,
           concurrency: config.ingestionConcurrency,
         })

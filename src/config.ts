@@ -32,6 +32,7 @@ export const envSchema = z.object({
   CHUNK_TOKENS: z.coerce.number().int().min(16).max(8192).default(200),
   CHUNK_OVERLAP_TOKENS: z.coerce.number().int().min(0).max(4096).default(32),
   INGESTION_CONCURRENCY: z.coerce.number().int().min(0).max(64).default(1),
+  INGESTION_LEASE_MS: z.coerce.number().int().min(500).max(3_600_000).default(30_000),
   HNSW_M: z.coerce.number().int().min(2).max(100).default(16),
   HNSW_EF_CONSTRUCTION: z.coerce.number().int().min(4).max(1000).default(64),
 });
@@ -59,6 +60,7 @@ export interface Config {
   uploadLimitBytes: number;
   chunking: { maxTokens: number; overlapTokens: number };
   ingestionConcurrency: number;
+  ingestionLeaseMs: number;
   hnsw: { m: number; efConstruction: number };
 }
 
@@ -98,6 +100,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     uploadLimitBytes: e.UPLOAD_LIMIT_BYTES,
     chunking: { maxTokens: e.CHUNK_TOKENS, overlapTokens: e.CHUNK_OVERLAP_TOKENS },
     ingestionConcurrency: e.INGESTION_CONCURRENCY,
+    ingestionLeaseMs: e.INGESTION_LEASE_MS,
     hnsw: { m: e.HNSW_M, efConstruction: e.HNSW_EF_CONSTRUCTION },
   };
 }

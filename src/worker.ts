@@ -24,6 +24,7 @@ async function main(): Promise<void> {
     jobs: createJobsRepository(database.db),
     embeddings,
     chunking: config.chunking,
+    leaseMs: config.ingestionLeaseMs,
     logger,
     concurrency: Math.max(1, config.ingestionConcurrency),
   });
