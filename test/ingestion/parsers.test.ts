@@ -273,6 +273,15 @@ describe('HTML fallback', () => {
     expect((await parseDocument(enc(html), 'html')).text).toBe('Short note.');
   });
 
+  it('survives absurd nesting quickly (Readability would take minutes)', async () => {
+    const html = '<div>'.repeat(20_000) + 'deep text' + '</div>'.repeat(20_000);
+    const started = performance.now();
+    const { text, info } = await parseDocument(enc(html), 'html');
+    expect(text).toBe('deep text');
+    expect(info.extraction).toBe('body');
+    expect(performance.now() - started).toBeLessThan(10_000);
+  });
+
   it('renders the body without landmarks when Readability finds no article', async () => {
     // A script before <head> (as in ideas-page.html) must not hide the real <body>.
     const html =

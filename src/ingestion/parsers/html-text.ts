@@ -99,6 +99,17 @@ const blocks = new Set([
 /** Deeper structure is flattened to its text content; hostile pages nest thousands of levels. */
 const maxDepth = 256;
 
+/** Depth of the element tree, counted without recursion and given up once past `limit`. */
+export function depthExceeds(root: DomNode, limit: number): boolean {
+  const stack: [DomNode, number][] = [[root, 0]];
+  for (let entry = stack.pop(); entry !== undefined; entry = stack.pop()) {
+    const [node, depth] = entry;
+    if (depth > limit) return true;
+    for (const child of Array.from(node.childNodes)) if (child.nodeType === elementNode) stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
 const nameOf = (node: DomNode): string => node.nodeName.toUpperCase();
 
 const elementChildren = (node: DomNode, names: readonly string[]): DomNode[] =>

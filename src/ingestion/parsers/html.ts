@@ -1,7 +1,7 @@
 import { Readability } from '@mozilla/readability';
 import { decodeText } from './decode.ts';
 import { ParseError, messageOf } from './errors.ts';
-import { boilerplate, HtmlRenderer, parseHtmlDocument } from './html-text.ts';
+import { boilerplate, depthExceeds, HtmlRenderer, parseHtmlDocument } from './html-text.ts';
 import type { DomDocument } from './html-text.ts';
 import { TextSink } from './text-sink.ts';
 import type { ParsedDocument, ParseLimits } from './types.ts';
@@ -43,9 +43,23 @@ const lengthOf = (paragraphs: readonly string[]): number => paragraphs.reduce((s
 const withTitle = (title: string, paragraphs: string[]): string[] =>
   title === '' || paragraphs[0]?.includes(title) === true ? paragraphs : [title, ...paragraphs];
 
+/**
+ * Readability's scoring walks ancestors for every node: a page nested 1,000 levels deep takes it
+ * seconds, 4,000 levels minutes. Real pages stay well under 100 levels, and past a size limit it
+ * gives up by throwing; in either case the body render is used.
+ */
+const readabilityMaxDepth = 200;
+const readabilityMaxElements = 100_000;
+
 function readArticle(document: DomDocument): { title: string; paragraphs: string[] } | undefined {
-  // Readability mutates the document, so the body was rendered first.
-  const result = new Readability(document, { charThreshold: 200 }).parse();
+  if (depthExceeds(document.documentElement, readabilityMaxDepth)) return undefined;
+  let result: ReturnType<Readability['parse']>;
+  try {
+    // Readability mutates the document, so the body was rendered first.
+    result = new Readability(document, { charThreshold: 200, maxElemsToParse: readabilityMaxElements }).parse();
+  } catch {
+    return undefined;
+  }
   if (result === null || typeof result.content !== 'string') return undefined;
   const content = parseHtmlDocument(`<!doctype html><html><body>${result.content}</body></html>`);
   const paragraphs = new HtmlRenderer().render(content.body ?? content.documentElement).finish();
