@@ -33,8 +33,9 @@ const loadPdfJs = (): Promise<PdfJs> => (pdfjs ??= import('pdfjs-dist/legacy/bui
 export async function parsePdf(bytes: Uint8Array, limits?: ParseLimits): Promise<ParsedDocument> {
   const { getDocument, VerbosityLevel } = await loadPdfJs();
   const task = getDocument({
-    // pdfjs takes ownership of (detaches) the buffer it is given; the caller keeps theirs.
-    data: bytes.slice(),
+    // A plain Uint8Array copy: pdfjs rejects Buffer (what pg returns for bytea) and detaches
+    // the buffer it is given; the caller keeps theirs.
+    data: new Uint8Array(bytes),
     cMapUrl,
     standardFontDataUrl,
     // Text only: no fonts are turned into browser fonts, no images decoded, no XFA forms.
