@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { clientGone } from '../http/abort.ts';
 import { principalOf } from '../http/auth.ts';
 import { embeddingsBody, embeddingsResponse } from './embeddings.schemas.ts';
 import type { EmbeddingsService } from './embeddings.service.ts';

@@ -1,0 +1,50 @@
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { clientGone } from '../http/abort.ts';
+import { principalOf } from '../http/auth.ts';
+import { AppError } from '../http/errors.ts';
+import type { ToolRegistry } from './tools.registry.ts';
+
+const toolCall = z.object({
+  tool_name: z.string().min(1).max(100),
+  parameters: z.record(z.string(), z.unknown()),
+});
+
+export function toolsRoutes(tools: ToolRegistry) {
+  return async (fastify: FastifyInstance) => {
+    const results = tools.all().map((t) => t.result);
+    const response =
+      results.length > 1 ? z.union(results as [z.ZodType, z.ZodType, ...z.ZodType[]]) : (results[0] ?? z.unknown());
+    fastify.withTypeProvider<ZodTypeProvider>().post(
+      '/api/v1/agent/tool-calling',
+      {
+        config: { access: 'tools', family: 'simple' },
+        schema: {
+          operationId: 'callTool',
+          tags: ['tools'],
+          description: `Runs one tool directly. Tools: ${tools
+            .all()
+            .map((t) => `\`${t.name}\` (${t.description})`)
+            .join('; ')}.`,
+          body: toolCall,
+          response: { 200: response },
+        },
+      },
+      async (request, reply) => {
+        const tool = tools.find(request.body.tool_name);
+        if (!tool) throw new AppError({ code: 'not_found', message: `Tool '${request.body.tool_name}' not found` });
+        const parsed = tool.parameters.safeParse(request.body.parameters);
+        if (!parsed.success) {
+          const issue = parsed.error.issues[0];
+          const path = issue?.path.map(String).join('.') ?? '';
+          throw new AppError({
+            code: 'invalid_value',
+            message: `parameters.${path || 'parameters'}: ${issue?.message ?? 'invalid'}`,
+          });
+        }
+        return tool.run(parsed.data, { principal: principalOf(request), signal: clientGone(reply) });
+      },
+    );
+  };
+}
