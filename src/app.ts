@@ -26,6 +26,12 @@ import type { EmbeddingRegistry } from './embeddings/registry.ts';
 import { createJobsRepository } from './ingestion/jobs.repository.ts';
 import { createIngestionWorker, type IngestionWorker } from './ingestion/worker.ts';
 import { createUsageRecorder } from './usage/usage.recorder.ts';
+import { ragSearchTool } from './retrieval/rag-search.tool.ts';
+import { createRetrievalRepository } from './retrieval/retrieval.repository.ts';
+import { createRetrievalService } from './retrieval/retrieval.service.ts';
+import { anyTool } from './tools/tool.types.ts';
+import { createToolRegistry } from './tools/tools.registry.ts';
+import { toolsRoutes } from './tools/tools.routes.ts';
 
 export interface AppDeps {
   config: Config;
@@ -160,6 +166,13 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await server.register(collectionsRoutes(collections));
   await server.register(documentsRoutes(documents, config.uploadLimitBytes));
   await server.register(embeddingsRoutes(createEmbeddingsService({ registry: embeddings, usage })));
+  const retrieval = createRetrievalService({
+    repo: createRetrievalRepository(database.db),
+    collections,
+    embeddings,
+    settings: config.retrieval,
+  });
+  await server.register(toolsRoutes(createToolRegistry([anyTool(ragSearchTool(retrieval))])));
 
   server.addHook('onClose', async () => {
     await worker?.stop();

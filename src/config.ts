@@ -35,6 +35,13 @@ export const envSchema = z.object({
   INGESTION_LEASE_MS: z.coerce.number().int().min(500).max(3_600_000).default(30_000),
   HNSW_M: z.coerce.number().int().min(2).max(100).default(16),
   HNSW_EF_CONSTRUCTION: z.coerce.number().int().min(4).max(1000).default(64),
+  HNSW_EF_SEARCH: z.coerce.number().int().min(10).max(1000).default(100),
+  RETRIEVAL_RRF_K: z.coerce.number().min(1).max(1000).default(60),
+  RETRIEVAL_DENSE_WEIGHT: z.coerce.number().min(0).max(10).default(1),
+  RETRIEVAL_KEYWORD_WEIGHT: z.coerce.number().min(0).max(10).default(1),
+  BM25_K1: z.coerce.number().min(0).max(10).default(0.9),
+  BM25_B: z.coerce.number().min(0).max(1).default(0.4),
+  RETRIEVAL_EXACT_BELOW: z.coerce.number().int().min(0).default(10_000),
 });
 
 export type Env = z.infer<typeof envSchema>;
@@ -62,6 +69,13 @@ export interface Config {
   ingestionConcurrency: number;
   ingestionLeaseMs: number;
   hnsw: { m: number; efConstruction: number };
+  retrieval: {
+    rrfK: number;
+    weights: { dense: number; keyword: number };
+    bm25: { k1: number; b: number };
+    exactBelow: number;
+    efSearch: number;
+  };
 }
 
 export class ConfigError extends Error {}
@@ -102,5 +116,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     ingestionConcurrency: e.INGESTION_CONCURRENCY,
     ingestionLeaseMs: e.INGESTION_LEASE_MS,
     hnsw: { m: e.HNSW_M, efConstruction: e.HNSW_EF_CONSTRUCTION },
+    retrieval: {
+      rrfK: e.RETRIEVAL_RRF_K,
+      weights: { dense: e.RETRIEVAL_DENSE_WEIGHT, keyword: e.RETRIEVAL_KEYWORD_WEIGHT },
+      bm25: { k1: e.BM25_K1, b: e.BM25_B },
+      exactBelow: e.RETRIEVAL_EXACT_BELOW,
+      efSearch: e.HNSW_EF_SEARCH,
+    },
   };
 }

@@ -56,6 +56,7 @@ export function createCollectionsRepository(db: Db) {
       return db.transaction(async (tx) => {
         const [created] = await tx.insert(collections).values(row).returning();
         if (!created) throw new Error('insert returned no row');
+        await tx.execute(sql`insert into collection_stats (collection_id) values (${created.id})`);
         await tx.execute(
           sql.raw(
             `create index ${indexName(created.id)} on chunks using hnsw ((embedding::vector(${created.dimensions})) vector_cosine_ops) ` +

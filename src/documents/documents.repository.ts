@@ -3,6 +3,7 @@ import type { Db } from '../db/client.ts';
 import { collections } from '../db/schema/collections.ts';
 import { documents, type DocumentRow } from '../db/schema/documents.ts';
 import { ingestionJobs } from '../db/schema/jobs.ts';
+import { removeChunks } from '../ingestion/jobs.repository.ts';
 
 /** Every column but the original bytes, which only the ingestion worker reads. */
 const summary = {
@@ -81,10 +82,19 @@ export function createDocumentsRepository(db: Db) {
         .where(eq(documents.id, id));
     },
 
-    /** Chunks, embeddings and the job go with it by cascade, in this one statement. */
+    /** Chunks, postings, BM25 statistics and the job go with it, in one transaction. */
     async delete(id: string): Promise<boolean> {
-      const rows = await db.delete(documents).where(eq(documents.id, id)).returning({ id: documents.id });
-      return rows.length > 0;
+      return db.transaction(async (tx) => {
+        const [doc] = await tx
+          .select({ collectionId: documents.collectionId })
+          .from(documents)
+          .where(eq(documents.id, id))
+          .for('update');
+        if (!doc) return false;
+        await removeChunks(tx, id, doc.collectionId);
+        await tx.delete(documents).where(eq(documents.id, id));
+        return true;
+      });
     },
   };
 }

@@ -21,9 +21,24 @@ export interface JobDocument {
 
 export interface EmbeddedChunk extends Chunk {
   embedding: Float32Array;
+  /** Keyword-analyzer term frequencies and length, for the BM25 index. */
+  terms: Map<string, number>;
+  termCount: number;
 }
 
 const INSERT_BATCH = 200;
+
+/**
+ * Deletes a document's chunks (postings go by cascade) and takes them out of the collection's
+ * BM25 statistics, in the caller's transaction.
+ */
+export async function removeChunks(tx: Db, documentId: string, collectionId: string): Promise<void> {
+  await tx.execute(sql`
+    with gone as (delete from chunks where document_id = ${documentId} returning term_count)
+    update collection_stats set chunk_count = chunk_count - (select count(*) from gone),
+      total_terms = total_terms - (select coalesce(sum(term_count), 0) from gone)
+    where collection_id = ${collectionId}`);
+}
 
 /**
  * The ingestion queue. Every state change of a job is guarded by its lease owner, so a worker
@@ -126,22 +141,50 @@ export function createJobsRepository(db: Db) {
           sql`select collection_id from documents where id = ${job.documentId} for update`,
         );
         if (!doc) return false;
-        await tx.execute(sql`delete from chunks where document_id = ${job.documentId}`);
+        await removeChunks(tx, job.documentId, doc.collection_id);
+        let terms = 0;
         for (let i = 0; i < chunks.length; i += INSERT_BATCH) {
-          await tx.insert(chunksTable).values(
-            chunks.slice(i, i + INSERT_BATCH).map((c) => ({
-              documentId: job.documentId,
-              collectionId: doc.collection_id,
-              position: c.position,
-              startChar: c.startChar,
-              endChar: c.endChar,
-              tokenCount: c.tokenCount,
-              content: c.content,
-              model,
-              embedding: Array.from(c.embedding),
+          const batch = chunks.slice(i, i + INSERT_BATCH);
+          const ids = await tx
+            .insert(chunksTable)
+            .values(
+              batch.map((c) => ({
+                documentId: job.documentId,
+                collectionId: doc.collection_id,
+                position: c.position,
+                startChar: c.startChar,
+                endChar: c.endChar,
+                tokenCount: c.tokenCount,
+                termCount: c.termCount,
+                content: c.content,
+                model,
+                embedding: Array.from(c.embedding),
+              })),
+            )
+            .returning({ id: chunksTable.id, position: chunksTable.position });
+          const idOf = new Map(ids.map((r) => [r.position, r.id]));
+          const postings = batch.flatMap((c) =>
+            [...c.terms].map(([term, tf]) => ({
+              term,
+              chunkId: idOf.get(c.position) as number,
+              tf,
+              length: c.termCount,
             })),
           );
+          terms += batch.reduce((n, c) => n + c.termCount, 0);
+          if (postings.length > 0) {
+            await tx.execute(sql`
+              insert into chunk_terms (collection_id, term, chunk_id, tf, length)
+              select ${doc.collection_id}, * from unnest(
+                ${sql.param(postings.map((p) => p.term))}::text[], ${sql.param(postings.map((p) => p.chunkId))}::bigint[],
+                ${sql.param(postings.map((p) => p.tf))}::int[], ${sql.param(postings.map((p) => p.length))}::int[])`);
+          }
         }
+        await tx.execute(sql`
+          insert into collection_stats (collection_id, chunk_count, total_terms)
+          values (${doc.collection_id}, ${chunks.length}, ${terms})
+          on conflict (collection_id) do update set chunk_count = collection_stats.chunk_count + excluded.chunk_count,
+            total_terms = collection_stats.total_terms + excluded.total_terms`);
         await tx.execute(
           sql`update documents set status = 'processed', error = null, chunk_count = ${chunks.length},
               processed_at = now(), updated_at = now() where id = ${job.documentId}`,

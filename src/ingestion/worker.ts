@@ -1,6 +1,7 @@
 import { randomBase62 } from '../db/ids.ts';
 import type { EmbeddingRegistry } from '../embeddings/registry.ts';
 import type { Logger } from 'pino';
+import { termFrequencies } from '../retrieval/analyzer.ts';
 import { chunkText, type ChunkingOptions } from './chunker.ts';
 import type { ClaimedJob, JobsRepository } from './jobs.repository.ts';
 import { ParseError, parseDocument, type DocumentFormat } from './parsers/index.ts';
@@ -85,7 +86,10 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
       { priority: 'bulk', signal },
     );
     if (signal.aborted) throw new LeaseLost();
-    const embedded = chunks.map((c, i) => ({ ...c, embedding: vectors[i] as Float32Array }));
+    const embedded = chunks.map((c, i) => {
+      const { tf, length } = termFrequencies(c.content);
+      return { ...c, embedding: vectors[i] as Float32Array, terms: tf, termCount: length };
+    });
     if (!(await jobs.complete(job, id, model.name, embedded))) throw new LeaseLost();
     log.info({ document_id: doc.id, chunks: chunks.length, attempt: job.attempts }, 'document processed');
   };

@@ -22,4 +22,4 @@ export interface Tool<P = unknown, R = unknown> {
 }
 
 /** Erases a tool's parameter and result types for the registry. */
-export const anyTool = <P, R>(tool: Tool<P, R>): Tool => tool as unknown as Tool;
+export const anyTool = <P, R>(tool: Tool<P, R>): Tool => tool;

@@ -28,7 +28,11 @@ describe('POST /api/v1/embeddings (local model)', () => {
     expect(response.status).toBe(200);
     expect(response.headers.get('x-ragport-embedding-model')).toBe('sentence-transformers/all-MiniLM-L6-v2');
     const body = (await response.json()) as EmbeddingsBody;
-    expect(body).toMatchObject({ object: 'list', model: 'text-embedding-ada-002', usage: { prompt_tokens: 4, total_tokens: 4 } });
+    expect(body).toMatchObject({
+      object: 'list',
+      model: 'text-embedding-ada-002',
+      usage: { prompt_tokens: 4, total_tokens: 4 },
+    });
     expect(body.data).toHaveLength(1);
     const vector = body.data[0]?.embedding as number[];
     expect(vector).toHaveLength(384);
@@ -37,7 +41,9 @@ describe('POST /api/v1/embeddings (local model)', () => {
 
   it('an array input keeps input order, and similar texts are closer than unrelated ones', async () => {
     const input = ['A cat sits on the mat.', 'Quarterly revenue grew by 12 percent.', 'A kitten rests on a rug.'];
-    const body = (await (await embed({ model: 'sentence-transformers/all-MiniLM-L6-v2', input })).json()) as EmbeddingsBody;
+    const body = (await (
+      await embed({ model: 'sentence-transformers/all-MiniLM-L6-v2', input })
+    ).json()) as EmbeddingsBody;
     expect(body.data.map((d) => d.index)).toEqual([0, 1, 2]);
     const [cat, revenue, kitten] = body.data.map((d) => d.embedding as number[]) as [number[], number[], number[]];
     expect(cosine(cat, kitten)).toBeGreaterThan(cosine(cat, revenue) + 0.2);
@@ -50,7 +56,9 @@ describe('POST /api/v1/embeddings (local model)', () => {
   it('base64 is little-endian float32 of the same vector', async () => {
     const input = 'base64 round trip';
     const floats = (await (await embed({ model: 'text-embedding-ada-002', input })).json()) as EmbeddingsBody;
-    const encoded = (await (await embed({ model: 'text-embedding-ada-002', input, encoding_format: 'base64' })).json()) as EmbeddingsBody;
+    const encoded = (await (
+      await embed({ model: 'text-embedding-ada-002', input, encoding_format: 'base64' })
+    ).json()) as EmbeddingsBody;
     const bytes = Buffer.from(encoded.data[0]?.embedding as string, 'base64');
     const decoded = Array.from({ length: bytes.length / 4 }, (_, i) => bytes.readFloatLE(i * 4));
     const expected = floats.data[0]?.embedding as number[];
@@ -59,7 +67,9 @@ describe('POST /api/v1/embeddings (local model)', () => {
   });
 
   it('usage counts tokens with the model tokenizer, summed over inputs', async () => {
-    const body = (await (await embed({ model: 'text-embedding-ada-002', input: ['hello world', 'hello'] })).json()) as EmbeddingsBody;
+    const body = (await (
+      await embed({ model: 'text-embedding-ada-002', input: ['hello world', 'hello'] })
+    ).json()) as EmbeddingsBody;
     expect(body.usage).toEqual({ prompt_tokens: 3, total_tokens: 3 });
   });
 

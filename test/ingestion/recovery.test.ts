@@ -49,7 +49,9 @@ describe('a worker that dies mid-job', () => {
       insert into chunks (document_id, collection_id, position, start_char, end_char, token_count, content, model, embedding)
       select ${id}, collection_id, 0, 0, 1, 1, 'stray', 'x', array_fill(0.1, array[384])::vector
       from documents where id = ${id}`);
-    expect(((await (await t.request(`/api/v1/rag/documents/${id}`)).json()) as { status: string }).status).toBe('processing');
+    expect(((await (await t.request(`/api/v1/rag/documents/${id}`)).json()) as { status: string }).status).toBe(
+      'processing',
+    );
 
     const worker = createIngestionWorker({
       jobs,
@@ -72,9 +74,9 @@ describe('a worker that dies mid-job', () => {
       expect(await duplicates(t)).toBe(0);
       // The dead worker coming back cannot write a second set of chunks.
       expect(await jobs.complete(claimed!, 'wrk_dead', 'x', [])).toBe(false);
-      expect(((await (await t.request(`/api/v1/rag/documents/${id}`)).json()) as { chunk_count: number }).chunk_count).toBe(
-        doc.chunk_count,
-      );
+      expect(
+        ((await (await t.request(`/api/v1/rag/documents/${id}`)).json()) as { chunk_count: number }).chunk_count,
+      ).toBe(doc.chunk_count);
     } finally {
       await worker.stop();
     }
@@ -113,7 +115,13 @@ describe.skipIf(!serverUrl)('worker processes on a PostgreSQL server', () => {
 
   const startWorker = () => {
     const child = spawn(process.execPath, [workerScript], {
-      env: { ...process.env, DATABASE_URL: db.url, INGESTION_LEASE_MS: '2000', LOG_LEVEL: 'warn', INGESTION_CONCURRENCY: '1' },
+      env: {
+        ...process.env,
+        DATABASE_URL: db.url,
+        INGESTION_LEASE_MS: '2000',
+        LOG_LEVEL: 'warn',
+        INGESTION_CONCURRENCY: '1',
+      },
       stdio: ['ignore', 'ignore', 'inherit'],
     });
     children.push(child);

@@ -18,6 +18,8 @@ export const chunks = pgTable(
     startChar: integer('start_char').notNull(),
     endChar: integer('end_char').notNull(),
     tokenCount: integer('token_count').notNull(),
+    /** Length in keyword-analyzer terms, for BM25's length normalisation. */
+    termCount: integer('term_count').notNull().default(0),
     content: text('content').notNull(),
     /** The model that embedded this chunk, so vector spaces are never mixed. */
     model: text('model').notNull(),

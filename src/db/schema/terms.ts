@@ -1,0 +1,32 @@
+import { bigint, index, integer, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
+import { chunks } from './chunks.ts';
+import { collections } from './collections.ts';
+
+/**
+ * The BM25 inverted index: one posting per (term, chunk) with the term's frequency and the
+ * chunk's length, so a query reads only the posting lists of its own terms.
+ */
+export const chunkTerms = pgTable(
+  'chunk_terms',
+  {
+    collectionId: text('collection_id')
+      .notNull()
+      .references(() => collections.id, { onDelete: 'cascade' }),
+    term: text('term').notNull(),
+    chunkId: bigint('chunk_id', { mode: 'number' })
+      .notNull()
+      .references(() => chunks.id, { onDelete: 'cascade' }),
+    tf: integer('tf').notNull(),
+    length: integer('length').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.collectionId, t.term, t.chunkId] }), index('chunk_terms_chunk_idx').on(t.chunkId)],
+);
+
+/** Per-collection corpus statistics for BM25, kept in step with chunks in the same transactions. */
+export const collectionStats = pgTable('collection_stats', {
+  collectionId: text('collection_id')
+    .primaryKey()
+    .references(() => collections.id, { onDelete: 'cascade' }),
+  chunkCount: bigint('chunk_count', { mode: 'number' }).notNull().default(0),
+  totalTerms: bigint('total_terms', { mode: 'number' }).notNull().default(0),
+});

@@ -1,0 +1,134 @@
+import { sql, type SQL } from 'drizzle-orm';
+import { queryRows, type Db } from '../db/client.ts';
+
+export type SearchMode = 'dense' | 'keyword' | 'hybrid';
+
+export interface SearchQuery {
+  collectionId: string;
+  dimensions: number;
+  vector: Float32Array;
+  /** Analyzed query terms with their counts in the query. */
+  terms: { term: string; count: number }[];
+  mode: SearchMode;
+  /** Candidates taken from each leg before fusion. */
+  candidates: number;
+  topK: number;
+  threshold: number;
+  /** Metadata filter on documents (alias d). */
+  filter: SQL | undefined;
+  /** Exact nearest neighbours instead of the HNSW index (selective filters, small sets). */
+  exact: boolean;
+  rrfK: number;
+  weights: { dense: number; keyword: number };
+  efSearch: number;
+  bm25: { k1: number; b: number };
+}
+
+export interface SearchHit {
+  chunk_id: number;
+  document_id: string;
+  document_name: string;
+  metadata: Record<string, unknown> | null;
+  position: number;
+  content: string;
+  similarity: number;
+  fused: number;
+}
+
+const safeId = /^col_[A-Za-z0-9]+$/;
+
+export function createRetrievalRepository(db: Db) {
+  return {
+    /** Chunks of processed documents matching the filter: decides between exact and ANN search. */
+    async countMatching(collectionId: string, filter: SQL): Promise<number> {
+      const [row] = await queryRows<{ n: number }>(
+        db,
+        sql`select coalesce(sum(d.chunk_count), 0)::int as n from documents d
+            where d.collection_id = ${collectionId} and d.status = 'processed' and ${filter}`,
+      );
+      return row?.n ?? 0;
+    },
+
+    /**
+     * One statement: the dense leg (HNSW, or exact), the BM25 leg over the posting lists of the
+     * query's terms, reciprocal-rank fusion, then the cosine threshold and top_k.
+     */
+    async search(q: SearchQuery): Promise<SearchHit[]> {
+      if (!safeId.test(q.collectionId)) throw new Error(`unexpected collection id ${q.collectionId}`);
+      const col = sql.raw(`'${q.collectionId}'`);
+      const dim = sql.raw(String(q.dimensions));
+      const vec = sql`${`[${Array.from(q.vector).join(',')}]`}::vector(${dim})`;
+      const inFilter = q.filter
+        ? sql`and c.document_id in (select d.id from documents d where d.collection_id = ${col} and ${q.filter})`
+        : sql``;
+      // Typed parameters: an untyped `$n + 1` would make PostgreSQL read 0.9 as an integer.
+      const k1 = sql`${q.bm25.k1}::float8`;
+      const b = sql`${q.bm25.b}::float8`;
+      const useDense = q.mode !== 'keyword';
+      const useKeyword = q.mode !== 'dense' && q.terms.length > 0;
+      // `+ 0` hides the ORDER BY from the HNSW index, forcing an exact scan of the filtered rows.
+      const distance = q.exact
+        ? sql`(c.embedding::vector(${dim}) <=> (select v from qv)) + 0`
+        : sql`c.embedding::vector(${dim}) <=> (select v from qv)`;
+
+      const dense = useDense
+        ? sql`select id, row_number() over (order by dist, id) as r from (
+                select c.id, ${distance} as dist from chunks c
+                where c.collection_id = ${col} ${inFilter}
+                order by ${distance} limit ${q.candidates}) x`
+        : sql`select null::bigint as id, null::bigint as r where false`;
+
+      const keyword = useKeyword
+        ? sql`select id, row_number() over (order by score desc, id) as r from (
+                select p.chunk_id as id,
+                       sum(qt.qtf * ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5))
+                           * p.tf * (${k1} + 1)
+                           / (p.tf + ${k1} * (1 - ${b} + ${b} * p.length / st.avgdl))) as score
+                from chunk_terms p
+                join qt on qt.term = p.term
+                join df on df.term = p.term
+                cross join st
+                where p.collection_id = ${col}
+                group by p.chunk_id
+                ${q.filter ? sql`having p.chunk_id in (select c.id from chunks c where c.collection_id = ${col} ${inFilter})` : sql``}
+                order by score desc, p.chunk_id limit ${q.candidates}) y`
+        : sql`select null::bigint as id, null::bigint as r where false`;
+
+      const statement = sql`
+        with qv as (select ${vec} as v),
+        qt (term, qtf) as (
+          select * from unnest(${sql.param(q.terms.map((t) => t.term))}::text[], ${sql.param(q.terms.map((t) => t.count))}::int[])),
+        st as (
+          select greatest(chunk_count, 1)::float8 as n,
+                 case when chunk_count > 0 then total_terms::float8 / chunk_count else 1 end as avgdl
+          from collection_stats where collection_id = ${col}),
+        df as (
+          select p.term, count(*)::float8 as df from chunk_terms p join qt on qt.term = p.term
+          where p.collection_id = ${col} group by p.term),
+        dense as (${dense}),
+        keyword as (${keyword}),
+        fused as (
+          select coalesce(d.id, k.id) as id,
+                 coalesce(${q.weights.dense}::float8 / (${q.rrfK}::float8 + d.r), 0)
+                 + coalesce(${q.weights.keyword}::float8 / (${q.rrfK}::float8 + k.r), 0) as fused
+          from dense d full outer join keyword k on k.id = d.id)
+        select c.id as chunk_id, c.document_id, doc.name as document_name, doc.metadata, c.position, c.content,
+               (1 - (c.embedding::vector(${dim}) <=> (select v from qv)))::float8 as similarity, f.fused::float8 as fused
+        from fused f
+        join chunks c on c.id = f.id
+        join documents doc on doc.id = c.document_id
+        where 1 - (c.embedding::vector(${dim}) <=> (select v from qv)) >= ${q.threshold}::float8
+        order by f.fused desc, c.id
+        limit ${q.topK}`;
+
+      return db.transaction(async (tx) => {
+        await tx.execute(sql.raw(`set local hnsw.ef_search = ${Math.max(10, Math.min(1000, Math.trunc(q.efSearch)))}`));
+        // pgvector 0.8: keep scanning the graph until enough rows pass the filter.
+        if (q.filter && !q.exact) await tx.execute(sql.raw(`set local hnsw.iterative_scan = relaxed_order`));
+        return queryRows<SearchHit>(tx, statement);
+      });
+    },
+  };
+}
+
+export type RetrievalRepository = ReturnType<typeof createRetrievalRepository>;

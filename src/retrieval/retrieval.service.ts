@@ -1,0 +1,90 @@
+import type { CollectionsService } from '../collections/collections.service.ts';
+import type { EmbeddingRegistry } from '../embeddings/registry.ts';
+import { AppError } from '../http/errors.ts';
+import type { Principal } from '../keys/principal.ts';
+import { analyze } from './analyzer.ts';
+import { compileFilters, type Filters } from './filters.ts';
+import type { RetrievalRepository, SearchMode } from './retrieval.repository.ts';
+
+export interface RetrievalSettings {
+  rrfK: number;
+  weights: { dense: number; keyword: number };
+  bm25: { k1: number; b: number };
+  /** Filtered searches over at most this many chunks are exact instead of approximate. */
+  exactBelow: number;
+  efSearch: number;
+}
+
+export interface SearchRequest {
+  query: string;
+  collection: string;
+  topK: number;
+  threshold: number;
+  filters?: Filters | undefined;
+  mode: SearchMode;
+}
+
+export interface SearchResult {
+  document_id: string;
+  score: number;
+  content: string;
+  metadata: Record<string, unknown> & { title: string; path: string };
+}
+
+export interface RetrievalDeps {
+  repo: RetrievalRepository;
+  collections: CollectionsService;
+  embeddings: EmbeddingRegistry;
+  settings: RetrievalSettings;
+}
+
+/** Hybrid retrieval over one collection, shared by rag_search and chatbots. */
+export function createRetrievalService({ repo, collections, embeddings, settings }: RetrievalDeps) {
+  return {
+    async search(principal: Principal, request: SearchRequest, signal?: AbortSignal): Promise<SearchResult[]> {
+      const collection = await collections.requireAccessible(principal, request.collection);
+      const filter = compileFilters(request.filters);
+      const resolved = embeddings.byResolvedName(collection.embeddingProvider, collection.embeddingModelResolved);
+      if (!resolved.ok) throw new AppError({ code: 'service_unavailable', message: resolved.message });
+      // Queries are embedded with the collection's own model: vector spaces are never mixed.
+      const { vectors } = await resolved.model.embed([request.query], {
+        priority: 'interactive',
+        asQuery: true,
+        ...(signal ? { signal } : {}),
+      });
+      const counts = new Map<string, number>();
+      for (const term of analyze(request.query)) counts.set(term, (counts.get(term) ?? 0) + 1);
+      const exact = filter !== undefined && (await repo.countMatching(collection.id, filter)) <= settings.exactBelow;
+      const candidates = Math.max(request.topK * 4, 100);
+      const hits = await repo.search({
+        collectionId: collection.id,
+        dimensions: collection.dimensions,
+        vector: vectors[0] as Float32Array,
+        terms: [...counts].map(([term, count]) => ({ term, count })),
+        mode: request.mode,
+        candidates,
+        topK: request.topK,
+        threshold: request.threshold,
+        filter,
+        exact,
+        rrfK: settings.rrfK,
+        weights: settings.weights,
+        efSearch: Math.max(settings.efSearch, candidates),
+        bm25: settings.bm25,
+      });
+      return hits.map((h) => {
+        const meta = h.metadata ?? {};
+        const title = typeof meta.title === 'string' ? meta.title : h.document_name;
+        const path = typeof meta.path === 'string' ? meta.path : `${collection.name}/${h.document_name}`;
+        return {
+          document_id: h.document_id,
+          score: h.similarity,
+          content: h.content,
+          metadata: { ...meta, document_name: h.document_name, chunk_index: h.position, title, path },
+        };
+      });
+    },
+  };
+}
+
+export type RetrievalService = ReturnType<typeof createRetrievalService>;
