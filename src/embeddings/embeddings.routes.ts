@@ -21,15 +21,10 @@ export function embeddingsRoutes(embeddings: EmbeddingsService) {
         },
       },
       async (request, reply) => {
-        // The client went away before the answer: stop waiting for the model.
-        const abort = new AbortController();
-        reply.raw.once('close', () => {
-          if (!reply.raw.writableEnded) abort.abort();
-        });
         const { response, resolvedModel } = await embeddings.create(
           principalOf(request).keyId,
           request.body,
-          abort.signal,
+          clientGone(reply),
         );
         return reply.header('x-ragport-embedding-model', resolvedModel).send(response);
       },
