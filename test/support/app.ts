@@ -21,6 +21,7 @@ export interface TestApp {
   app: App;
   url: string;
   adminKey: string;
+  config: Config;
   database: Database;
   /** Every log line the app wrote, parsed. */
   logs: Record<string, unknown>[];
@@ -77,6 +78,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     app,
     url,
     adminKey,
+    config,
     database,
     logs,
     rawLogs: () => raw,

@@ -1,0 +1,197 @@
+/**
+ * BEIR SciFact through the HTTP API: ingestion throughput (and its ratio to pure embedding time
+ * of the same chunks), then every test query through rag_search in dense, keyword and hybrid
+ * modes: nDCG@10 and recall@100, plus an offline sweep of the fusion constant and weights.
+ *
+ *   MODELS_DIR=… node bench/retrieval/scifact.ts            (embedded PGlite in a temp dir)
+ *   MODELS_DIR=… DATABASE_URL=postgres://… node bench/retrieval/scifact.ts
+ * Env: SCIFACT_DOCS (limit the corpus), INGESTION_CONCURRENCY, CHUNK_TOKENS, … as for the server.
+ */
+import { readFileSync } from 'node:fs';
+import { sql } from 'drizzle-orm';
+import { queryRows } from '../../src/db/client.ts';
+import { api, percentile, pool, saveResults, startBenchServer } from '../support.ts';
+
+const dataDir = new URL('../../../shared/data/scifact/', import.meta.url);
+const lines = (name: string) =>
+  readFileSync(new URL(name, dataDir), 'utf8')
+    .split(/\r?\n/)
+    .filter((l) => l.trim() !== '');
+
+const limit = Number(process.env.SCIFACT_DOCS ?? Infinity);
+const corpus = lines('corpus.jsonl')
+  .map((l) => JSON.parse(l) as { _id: string; title: string; text: string })
+  .slice(0, limit);
+const qrels = new Map<string, Map<string, number>>();
+for (const line of lines('qrels/test.tsv').slice(1)) {
+  const [q, d, s] = line.split('\t') as [string, string, string];
+  if (!qrels.has(q)) qrels.set(q, new Map());
+  qrels.get(q)?.set(d, Number(s));
+}
+const queries = lines('queries.jsonl')
+  .map((l) => JSON.parse(l) as { _id: string; text: string })
+  .filter((q) => qrels.has(q._id));
+
+function ndcgAt10(ranked: string[], relevant: Map<string, number>): number {
+  const dcg = ranked.slice(0, 10).reduce((s, d, i) => s + (2 ** (relevant.get(d) ?? 0) - 1) / Math.log2(i + 2), 0);
+  const ideal = [...relevant.values()].sort((a, b) => b - a).slice(0, 10);
+  const idcg = ideal.reduce((s, r, i) => s + (2 ** r - 1) / Math.log2(i + 2), 0);
+  return idcg === 0 ? 0 : dcg / idcg;
+}
+const recallAt100 = (ranked: string[], relevant: Map<string, number>) =>
+  [...relevant.keys()].filter((d) => ranked.slice(0, 100).includes(d)).length / relevant.size;
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+/** Chunk hits to documents, first occurrence wins. */
+const toDocs = (results: { metadata: { document_name: string } }[]) => [
+  ...new Set(results.map((r) => r.metadata.document_name.replace(/\.txt$/, ''))),
+];
+
+const server = await startBenchServer();
+const collection = `scifact_${Date.now()}`;
+await api(server, 'POST', '/api/v1/rag/collections', { name: collection });
+
+console.log(
+  `ingesting ${corpus.length} documents (INGESTION_CONCURRENCY=${server.config.ingestionConcurrency}, CHUNK_TOKENS=${server.config.chunking.maxTokens})`,
+);
+const t0 = performance.now();
+await pool(corpus, 16, async (doc) => {
+  const r = await api(server, 'POST', `/api/v1/rag/collections/${collection}/documents`, {
+    name: `${doc._id}.txt`,
+    content: `${doc.title}\n\n${doc.text}`,
+    metadata: { doc_id: doc._id },
+  });
+  if (r.status !== 202) throw new Error(`upload ${doc._id}: ${r.status} ${JSON.stringify(r.body)}`);
+});
+const uploadMs = performance.now() - t0;
+for (;;) {
+  const { body } = await api<{ document_count: number }>(server, 'GET', `/api/v1/rag/collections/${collection}`);
+  const [failed] = await queryRows<{ n: number }>(
+    server.database.db,
+    sql`select count(*)::int as n from documents where status = 'failed'`,
+  );
+  if ((failed?.n ?? 0) > 0) throw new Error(`${failed?.n} documents failed`);
+  if (body.document_count === corpus.length) break;
+  await new Promise((r) => setTimeout(r, 250));
+}
+const ingestMs = performance.now() - t0;
+
+// Pure embedding time of the very same chunks, same model, same batcher, nothing else.
+const chunkTexts = (
+  await queryRows<{ content: string }>(server.database.db, sql`select content from chunks order by id`)
+).map((r) => r.content);
+const resolved = (await import('../../src/embeddings/load.ts')).loadEmbeddings;
+const registry = await resolved(server.config, (await import('pino')).pino({ level: 'warn' }));
+const model = registry.resolve('text-embedding-ada-002');
+if (!model.ok) throw new Error(model.message);
+const t1 = performance.now();
+for (let i = 0; i < chunkTexts.length; i += 512)
+  await model.model.embed(chunkTexts.slice(i, i + 512), { priority: 'bulk' });
+const embedMs = performance.now() - t1;
+
+const modes = ['dense', 'keyword', 'hybrid'] as const;
+const rankings: Record<string, Map<string, string[]>> = {};
+const latencies: Record<string, number[]> = {};
+const metrics: Record<string, { ndcg10: number; recall100: number }> = {};
+for (const mode of modes) {
+  rankings[mode] = new Map();
+  latencies[mode] = [];
+  await pool(queries, 4, async (q) => {
+    const start = performance.now();
+    const r = await api<{ results: { metadata: { document_name: string } }[] }>(
+      server,
+      'POST',
+      '/api/v1/agent/tool-calling',
+      {
+        tool_name: 'rag_search',
+        parameters: { query: q.text, collection, top_k: 100, similarity_threshold: 0, mode },
+      },
+    );
+    latencies[mode]?.push(performance.now() - start);
+    if (r.status !== 200) throw new Error(`query ${q._id}: ${r.status} ${JSON.stringify(r.body)}`);
+    rankings[mode]?.set(q._id, toDocs(r.body.results));
+  });
+  metrics[mode] = {
+    ndcg10: mean(
+      queries.map((q) => ndcgAt10(rankings[mode]?.get(q._id) ?? [], qrels.get(q._id) as Map<string, number>)),
+    ),
+    recall100: mean(
+      queries.map((q) => recallAt100(rankings[mode]?.get(q._id) ?? [], qrels.get(q._id) as Map<string, number>)),
+    ),
+  };
+}
+
+// Offline fusion sweep over the dense and keyword document rankings.
+const sweep: { k: number; wDense: number; wKeyword: number; ndcg10: number }[] = [];
+for (const k of [5, 10, 20, 40, 60, 100]) {
+  for (const [wDense, wKeyword] of [
+    [1, 1],
+    [1, 0.5],
+    [1, 0.75],
+    [0.75, 1],
+    [0.5, 1],
+    [1, 1.5],
+  ] as const) {
+    const ndcg = mean(
+      queries.map((q) => {
+        const scores = new Map<string, number>();
+        (rankings.dense?.get(q._id) ?? []).forEach((d, i) =>
+          scores.set(d, (scores.get(d) ?? 0) + wDense / (k + i + 1)),
+        );
+        (rankings.keyword?.get(q._id) ?? []).forEach((d, i) =>
+          scores.set(d, (scores.get(d) ?? 0) + wKeyword / (k + i + 1)),
+        );
+        const fused = [...scores].sort((a, b) => b[1] - a[1]).map(([d]) => d);
+        return ndcgAt10(fused, qrels.get(q._id) as Map<string, number>);
+      }),
+    );
+    sweep.push({ k, wDense, wKeyword, ndcg10: ndcg });
+  }
+}
+sweep.sort((a, b) => b.ndcg10 - a.ndcg10);
+
+const [stats] = await queryRows<{ chunks: number; postings: number }>(
+  server.database.db,
+  sql`select (select count(*) from chunks)::int as chunks, (select count(*) from chunk_terms)::int as postings`,
+);
+const report = {
+  database: server.database.kind,
+  model: server.config.embeddingModel,
+  dtype: server.config.embeddingDtype,
+  chunking: server.config.chunking,
+  retrieval: server.config.retrieval,
+  documents: corpus.length,
+  chunks: stats?.chunks,
+  postings: stats?.postings,
+  ingest: {
+    upload_ms: Math.round(uploadMs),
+    total_ms: Math.round(ingestMs),
+    docs_per_s: +(corpus.length / (ingestMs / 1000)).toFixed(1),
+    pure_embedding_ms: Math.round(embedMs),
+    ratio_to_embedding: +(ingestMs / embedMs).toFixed(2),
+  },
+  quality: metrics,
+  latency_ms: Object.fromEntries(
+    modes.map((m) => [
+      m,
+      { p50: +percentile(latencies[m] ?? [], 50).toFixed(1), p99: +percentile(latencies[m] ?? [], 99).toFixed(1) },
+    ]),
+  ),
+  fusion_sweep_top5: sweep.slice(0, 5),
+};
+console.log(
+  `\nSciFact (${corpus.length} docs, ${stats?.chunks} chunks, ${server.database.kind}, ${server.config.embeddingModel} ${server.config.embeddingDtype})`,
+);
+console.log(
+  `ingest: ${report.ingest.docs_per_s} docs/s, ${(ingestMs / 1000).toFixed(1)} s total; pure embedding ${(embedMs / 1000).toFixed(1)} s; ratio ${report.ingest.ratio_to_embedding}`,
+);
+console.log('mode     nDCG@10  recall@100  p50 ms  p99 ms');
+for (const m of modes) {
+  console.log(
+    `${m.padEnd(8)} ${metrics[m]?.ndcg10.toFixed(4).padStart(7)}  ${metrics[m]?.recall100.toFixed(4).padStart(10)}  ${report.latency_ms[m]?.p50.toFixed(1).padStart(6)}  ${report.latency_ms[m]?.p99.toFixed(1).padStart(6)}`,
+  );
+}
+console.log('best offline fusion settings:', JSON.stringify(sweep.slice(0, 3)));
+console.log('saved', saveResults('scifact', report));
+await server.close();
+process.exit(0);

@@ -1,0 +1,277 @@
+import { sql } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { queryRows } from '../../src/db/client.ts';
+import { startTestApp, type TestApp } from '../support/app.ts';
+import { createCollection, waitForDocument } from '../support/documents.ts';
+
+interface Hit {
+  document_id: string;
+  score: number;
+  content: string;
+  metadata: { title: string; path: string; document_name: string } & Record<string, unknown>;
+}
+
+let t: TestApp;
+const docIds = new Map<string, string>();
+
+const upload = async (collection: string, name: string, content: string, metadata?: Record<string, unknown>) => {
+  const r = await t.request(`/api/v1/rag/collections/${collection}/documents`, {
+    method: 'POST',
+    json: { name, content, ...(metadata ? { metadata } : {}) },
+  });
+  expect(r.status).toBe(202);
+  const { id } = (await r.json()) as { id: string };
+  expect((await waitForDocument(t, id)).status).toBe('processed');
+  docIds.set(name, id);
+  return id;
+};
+
+const search = async (parameters: Record<string, unknown>, key?: string) =>
+  t.request('/api/v1/agent/tool-calling', {
+    method: 'POST',
+    json: { tool_name: 'rag_search', parameters },
+    ...(key ? { key } : {}),
+  });
+
+const hits = async (parameters: Record<string, unknown>) => {
+  const r = await search(parameters);
+  expect(r.status).toBe(200);
+  return ((await r.json()) as { results: Hit[] }).results;
+};
+
+const names = (results: Hit[]) => results.map((h) => h.metadata.document_name);
+
+beforeAll(async () => {
+  t = await startTestApp();
+  await createCollection(t, 'kb');
+  const docs: [string, string, Record<string, unknown>][] = [
+    [
+      'cats.txt',
+      'Cats are small domesticated felines. They purr when content and hunt mice.',
+      { team: 'pets', year: 2020, draft: true, owner: { level: 1 } },
+    ],
+    [
+      'dogs.txt',
+      'Dogs are loyal domesticated canines that bark and love long walks.',
+      { team: 'pets', year: 2021, owner: { level: 2 } },
+    ],
+    [
+      'revenue.txt',
+      'Quarterly revenue grew twelve percent thanks to strong subscription sales.',
+      { team: 'finance', year: 2022 },
+    ],
+    ['orders.txt', 'Order 83741-ZQ was shipped to the warehouse in Rotterdam on Monday.', { team: 'ops', year: 2023 }],
+    ['orders2.txt', 'Order 51209-KA was shipped to the warehouse in Hamburg on Tuesday.', { team: 'ops', year: 2024 }],
+    [
+      'rockets.txt',
+      'Rockets burn liquid oxygen and kerosene to reach orbit.',
+      { team: 'space', year: 2025, title: 'Rocket Science', path: 'wiki/rockets' },
+    ],
+  ];
+  for (const [name, content, metadata] of docs) await upload('kb', name, content, metadata);
+}, 120_000);
+afterAll(async () => {
+  await t.close();
+});
+
+describe('tool-calling errors', () => {
+  it('unknown tool, bad parameters, unknown or inaccessible collection', async () => {
+    const unknown = await t.request('/api/v1/agent/tool-calling', {
+      method: 'POST',
+      json: { tool_name: 'nope', parameters: {} },
+    });
+    expect(unknown.status).toBe(404);
+    expect(await unknown.json()).toEqual({ error: "Tool 'nope' not found" });
+
+    const missing = await search({ collection: 'kb' });
+    expect(missing.status).toBe(400);
+    expect(((await missing.json()) as { error: string }).error).toMatch(/^parameters\.query/);
+    for (const bad of [
+      { top_k: 0 },
+      { top_k: 'five' },
+      { similarity_threshold: 2 },
+      { mode: 'fuzzy' },
+      { filters: { x: { $regex: 'a' } } },
+    ]) {
+      const r = await search({ query: 'cats', collection: 'kb', ...bad });
+      expect(r.status, JSON.stringify(bad)).toBe(400);
+      expect(typeof ((await r.json()) as { error: unknown }).error).toBe('string');
+    }
+    const noBody = await t.request('/api/v1/agent/tool-calling', { method: 'POST', json: { tool_name: 'rag_search' } });
+    expect(noBody.status).toBe(400);
+
+    const nowhere = await search({ query: 'cats', collection: 'missing' });
+    expect(nowhere.status).toBe(404);
+    expect(await nowhere.json()).toEqual({ error: 'Collection not found' });
+    const restricted = await t.createKey({ name: 'r', scopes: ['tools'], collections: ['other'] });
+    const hidden = await search({ query: 'cats', collection: 'kb' }, restricted.key);
+    expect(hidden.status).toBe(404);
+    expect(await hidden.json()).toEqual({ error: 'Collection not found' });
+  });
+});
+
+describe('rag_search', () => {
+  it('returns document_id, cosine score, content and metadata with title and path', async () => {
+    const [top] = await hits({ query: 'Which animal purrs?', collection: 'kb', similarity_threshold: 0 });
+    expect(top).toMatchObject({
+      document_id: docIds.get('cats.txt'),
+      content: expect.stringContaining('purr'),
+      metadata: { title: 'cats.txt', path: 'kb/cats.txt', team: 'pets' },
+    });
+    expect(top?.score).toBeGreaterThan(0.3);
+    expect(top?.score).toBeLessThanOrEqual(1);
+    const [rocket] = await hits({ query: 'rocket fuel', collection: 'kb', similarity_threshold: 0, top_k: 1 });
+    expect(rocket?.metadata).toMatchObject({ title: 'Rocket Science', path: 'wiki/rockets' });
+  });
+
+  it('top_k defaults to 5 and bounds the results', async () => {
+    expect(await hits({ query: 'domesticated animals', collection: 'kb', similarity_threshold: -1 })).toHaveLength(5);
+    expect(
+      await hits({ query: 'domesticated animals', collection: 'kb', similarity_threshold: -1, top_k: 2 }),
+    ).toHaveLength(2);
+    expect(
+      await hits({ query: 'domesticated animals', collection: 'kb', similarity_threshold: -1, top_k: 50 }),
+    ).toHaveLength(6);
+  });
+
+  it('similarity_threshold keeps a chunk just below its score and drops it just above', async () => {
+    const all = await hits({ query: 'canines that bark', collection: 'kb', similarity_threshold: -1, top_k: 10 });
+    const dog = all.find((h) => h.document_id === docIds.get('dogs.txt'));
+    expect(dog).toBeDefined();
+    const at = dog?.score as number;
+    const below = await hits({
+      query: 'canines that bark',
+      collection: 'kb',
+      similarity_threshold: at - 1e-6,
+      top_k: 10,
+    });
+    expect(below.map((h) => h.document_id)).toContain(docIds.get('dogs.txt'));
+    const above = await hits({
+      query: 'canines that bark',
+      collection: 'kb',
+      similarity_threshold: at + 1e-6,
+      top_k: 10,
+    });
+    expect(above.map((h) => h.document_id)).not.toContain(docIds.get('dogs.txt'));
+    for (const h of above) expect(h.score).toBeGreaterThanOrEqual(at + 1e-6);
+    // The default threshold is 0.5 on the cosine similarity.
+    for (const h of await hits({ query: 'canines that bark', collection: 'kb', top_k: 10 }))
+      expect(h.score).toBeGreaterThanOrEqual(0.5);
+  });
+
+  it('the keyword leg finds an exact identifier; hybrid ranks it first', async () => {
+    for (const mode of ['keyword', 'hybrid']) {
+      const [top] = await hits({ query: '83741-ZQ', collection: 'kb', similarity_threshold: -1, mode });
+      expect(top?.document_id, mode).toBe(docIds.get('orders.txt'));
+    }
+    const [keywordTop] = await hits({
+      query: 'Hamburg',
+      collection: 'kb',
+      similarity_threshold: -1,
+      mode: 'keyword',
+      top_k: 1,
+    });
+    expect(keywordTop?.document_id).toBe(docIds.get('orders2.txt'));
+    // A term no document has: the keyword leg returns nothing at all.
+    expect(await hits({ query: 'zyxwvut', collection: 'kb', similarity_threshold: -1, mode: 'keyword' })).toEqual([]);
+  });
+
+  it('each filter operator', async () => {
+    const q = { query: 'anything at all', collection: 'kb', similarity_threshold: -1, top_k: 50 };
+    const run = async (filters: Record<string, unknown>) => names(await hits({ ...q, filters })).sort();
+    expect(await run({ team: 'pets' })).toEqual(['cats.txt', 'dogs.txt']);
+    expect(await run({ team: { $eq: 'ops' } })).toEqual(['orders.txt', 'orders2.txt']);
+    expect(await run({ team: { $ne: 'pets' } })).toEqual(['orders.txt', 'orders2.txt', 'revenue.txt', 'rockets.txt']);
+    expect(await run({ team: { $in: ['finance', 'space'] } })).toEqual(['revenue.txt', 'rockets.txt']);
+    expect(await run({ team: { $nin: ['pets', 'ops'] } })).toEqual(['revenue.txt', 'rockets.txt']);
+    expect(await run({ year: { $gt: 2023 } })).toEqual(['orders2.txt', 'rockets.txt']);
+    expect(await run({ year: { $gte: 2023 } })).toEqual(['orders.txt', 'orders2.txt', 'rockets.txt']);
+    expect(await run({ year: { $lt: 2021 } })).toEqual(['cats.txt']);
+    expect(await run({ year: { $lte: 2021 } })).toEqual(['cats.txt', 'dogs.txt']);
+    expect(await run({ year: { $gte: 2021, $lte: 2022 } })).toEqual(['dogs.txt', 'revenue.txt']);
+    expect(await run({ draft: { $exists: true } })).toEqual(['cats.txt']);
+    expect((await run({ draft: { $exists: false } })).length).toBe(5);
+    expect(await run({ 'owner.level': 2 })).toEqual(['dogs.txt']);
+    expect(await run({ 'owner.level': { $gte: 1 } })).toEqual(['cats.txt', 'dogs.txt']);
+    expect(await run({ team: 'pets', year: 2021 })).toEqual(['dogs.txt']);
+    expect(await run({ team: 'nobody' })).toEqual([]);
+    // Filters apply to every mode.
+    expect(names(await hits({ ...q, mode: 'keyword', query: 'shipped warehouse', filters: { year: 2024 } }))).toEqual([
+      'orders2.txt',
+    ]);
+  });
+
+  it('deleting a document removes it from both legs at once', async () => {
+    const id = await upload('kb', 'temp.txt', 'Ephemeral quokka notes about marsupials.', { team: 'tmp' });
+    const find = async (mode: string) =>
+      (await hits({ query: 'quokka marsupials', collection: 'kb', similarity_threshold: -1, mode, top_k: 3 })).map(
+        (h) => h.document_id,
+      );
+    for (const mode of ['dense', 'keyword', 'hybrid']) expect(await find(mode), mode).toContain(id);
+    const [before] = await queryRows<{ chunks: number; terms: number }>(
+      t.database.db,
+      sql`select chunk_count::int as chunks, total_terms::int as terms from collection_stats s join collections c on c.id = s.collection_id where c.name = 'kb'`,
+    );
+    expect((await t.request(`/api/v1/rag/documents/${id}`, { method: 'DELETE' })).status).toBe(200);
+    for (const mode of ['dense', 'keyword', 'hybrid']) expect(await find(mode), mode).not.toContain(id);
+    const [after] = await queryRows<{ chunks: number; terms: number; postings: number }>(
+      t.database.db,
+      sql`select s.chunk_count::int as chunks, s.total_terms::int as terms,
+                 (select count(*) from chunk_terms p join chunks c on c.id = p.chunk_id where c.document_id = ${id})::int as postings
+          from collection_stats s join collections c on c.id = s.collection_id where c.name = 'kb'`,
+    );
+    expect(after?.chunks).toBe((before?.chunks ?? 0) - 1);
+    expect(after?.terms).toBeLessThan(before?.terms ?? 0);
+    expect(after?.postings).toBe(0);
+  });
+});
+
+describe('selective filters over a larger collection', () => {
+  it('still return top_k matches, exact or through the HNSW index with iterative scans', async () => {
+    await createCollection(t, 'big');
+    const topics = ['astronomy', 'cooking', 'finance', 'gardening', 'music', 'sports'];
+    const uploads = [];
+    for (let i = 0; i < 120; i++) {
+      const topic = topics[i % topics.length] as string;
+      uploads.push(
+        t.request('/api/v1/rag/collections/big/documents', {
+          method: 'POST',
+          json: {
+            name: `n${i}.txt`,
+            content: `Note ${i} about ${topic}: ${topic} facts and ${topic} tips, entry number ${i}.`,
+            metadata: { rare: i % 24 === 0, i },
+          },
+        }),
+      );
+    }
+    const ids = await Promise.all(uploads.map(async (u) => ((await (await u).json()) as { id: string }).id));
+    for (const id of ids) expect((await waitForDocument(t, id)).status).toBe('processed');
+    // 5 documents are rare; the query is about astronomy, which most rare ones are not.
+    const parameters = {
+      query: 'astronomy facts',
+      collection: 'big',
+      similarity_threshold: -1,
+      top_k: 5,
+      filters: { rare: true },
+    };
+    const exact = await hits(parameters);
+    expect(exact).toHaveLength(5);
+    for (const h of exact) expect(h.metadata.rare).toBe(true);
+
+    const ann = await startTestApp({
+      database: t.database,
+      config: { retrieval: { ...t.config.retrieval, exactBelow: 0, efSearch: 10 } },
+    });
+    try {
+      const r = await ann.request('/api/v1/agent/tool-calling', {
+        method: 'POST',
+        json: { tool_name: 'rag_search', parameters: { ...parameters, mode: 'dense' } },
+      });
+      const viaIndex = ((await r.json()) as { results: Hit[] }).results;
+      expect(viaIndex).toHaveLength(5);
+      expect(new Set(viaIndex.map((h) => h.document_id))).toEqual(new Set(exact.map((h) => h.document_id)));
+    } finally {
+      await ann.close();
+    }
+  }, 120_000);
+});
