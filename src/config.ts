@@ -31,7 +31,7 @@ export const envSchema = z.object({
   UPLOAD_LIMIT_BYTES: positiveInt.default(50 * 1024 * 1024),
   CHUNK_TOKENS: z.coerce.number().int().min(16).max(8192).default(200),
   CHUNK_OVERLAP_TOKENS: z.coerce.number().int().min(0).max(4096).default(32),
-  INGESTION_CONCURRENCY: z.coerce.number().int().min(0).max(64).default(1),
+  INGESTION_CONCURRENCY: z.coerce.number().int().min(0).max(64).default(4),
   INGESTION_LEASE_MS: z.coerce.number().int().min(500).max(3_600_000).default(30_000),
   HNSW_M: z.coerce.number().int().min(2).max(100).default(16),
   HNSW_EF_CONSTRUCTION: z.coerce.number().int().min(4).max(1000).default(64),

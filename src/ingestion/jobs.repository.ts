@@ -50,22 +50,24 @@ export function createJobsRepository(db: Db) {
       const [job] = await queryRows<{ id: string; document_id: string; attempts: number; max_attempts: number }>(
         db,
         sql`
-          update ingestion_jobs j
-          set status = 'running', lease_owner = ${workerId}, attempts = j.attempts + 1, updated_at = now(),
-              lease_expires_at = now() + ${leaseMs} * interval '1 millisecond'
-          where j.id = (
-            select id from ingestion_jobs
-            where (status = 'queued' and run_after <= now())
-               or (status = 'running' and lease_expires_at < now() and attempts < max_attempts)
-            order by run_after, created_at
-            for update skip locked
-            limit 1)
-          returning j.id, j.document_id, j.attempts, j.max_attempts`,
+          with claimed as (
+            update ingestion_jobs j
+            set status = 'running', lease_owner = ${workerId}, attempts = j.attempts + 1, updated_at = now(),
+                lease_expires_at = now() + ${leaseMs} * interval '1 millisecond'
+            where j.id = (
+              select id from ingestion_jobs
+              where (status = 'queued' and run_after <= now())
+                 or (status = 'running' and lease_expires_at < now() and attempts < max_attempts)
+              order by run_after, created_at
+              for update skip locked
+              limit 1)
+            returning j.id, j.document_id, j.attempts, j.max_attempts),
+          marked as (
+            update documents set status = 'processing', updated_at = now()
+            where id = (select document_id from claimed))
+          select * from claimed`,
       );
       if (!job) return undefined;
-      await db.execute(
-        sql`update documents set status = 'processing', updated_at = now() where id = ${job.document_id}`,
-      );
       return { jobId: job.id, documentId: job.document_id, attempts: job.attempts, maxAttempts: job.max_attempts };
     },
 

@@ -124,10 +124,15 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
     }
   };
 
+  let lastReap = 0;
   const loop = async () => {
     while (running) {
       try {
-        await jobs.reapExhausted();
+        // Dead workers' exhausted jobs are rare: look for them every few seconds, not per job.
+        if (Date.now() - lastReap > 5_000) {
+          lastReap = Date.now();
+          await jobs.reapExhausted();
+        }
         const job = await jobs.claim(id, leaseMs);
         if (job) {
           await runJob(job);
