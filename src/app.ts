@@ -25,6 +25,11 @@ import { createEmbeddingsService } from './embeddings/embeddings.service.ts';
 import type { EmbeddingRegistry } from './embeddings/registry.ts';
 import { createJobsRepository } from './ingestion/jobs.repository.ts';
 import { createIngestionWorker, type IngestionWorker } from './ingestion/worker.ts';
+import { createCodeExecution } from './tools/code-execution/tool.ts';
+import { anyTool } from './tools/tool.types.ts';
+import { createToolRegistry } from './tools/tools.registry.ts';
+import { toolsRoutes } from './tools/tools.routes.ts';
+import { createWebSearchTool } from './tools/web-search/tool.ts';
 import { createUsageRecorder } from './usage/usage.recorder.ts';
 
 export interface AppDeps {
@@ -104,6 +109,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   installAuth(server, { keys, limiter, clock, unauthenticatedPerMinute: config.unauthenticatedPerMinute });
 
   await registerDocs(server, version);
+  // Starts probing the Python sandbox now, so start-up logs and /readyz say whether it works.
+  const codeExecution = createCodeExecution({ config: config.codeExecution, dataDir: config.dataDir, logger });
   await server.register(
     healthRoutes(
       [
@@ -128,6 +135,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
           critical: config.redisFailureMode === 'closed',
           check: async () => limiter.health(),
         },
+        codeExecution.readiness,
       ],
       () => shuttingDown,
     ),
@@ -160,10 +168,16 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await server.register(collectionsRoutes(collections));
   await server.register(documentsRoutes(documents, config.uploadLimitBytes));
   await server.register(embeddingsRoutes(createEmbeddingsService({ registry: embeddings, usage })));
+  const tools = createToolRegistry([
+    anyTool(createWebSearchTool({ config: config.webSearch, logger })),
+    anyTool(codeExecution.tool),
+  ]);
+  await server.register(toolsRoutes(tools));
 
   server.addHook('onClose', async () => {
     await worker?.stop();
     await usage.close();
+    await codeExecution.settled();
   });
 
   await server.ready();
