@@ -26,7 +26,13 @@ export async function findHostTools(): Promise<HostTools> {
   const find = async (name: string) => {
     for (const dir of searchDirs) {
       const path = `${dir}/${name}`;
-      if (await access(path, constants.X_OK).then(() => true, () => false)) return path;
+      if (
+        await access(path, constants.X_OK).then(
+          () => true,
+          () => false,
+        )
+      )
+        return path;
     }
     throw new Error(`${name} not found (install ${name === 'bwrap' ? 'bubblewrap' : 'util-linux'})`);
   };

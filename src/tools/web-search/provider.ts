@@ -29,6 +29,8 @@ export interface SearchProvider {
   results(body: unknown): SearchResult[] | undefined;
   /** The human message in an error body, in whatever shape this provider uses. */
   errorMessage(body: unknown): string | undefined;
+  /** What a status means for this provider when its body says nothing readable. */
+  explain?(status: number): string | undefined;
 }
 
 export const isRecord = (v: unknown): v is Record<string, unknown> =>

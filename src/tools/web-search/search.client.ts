@@ -92,7 +92,7 @@ export async function search(
       const message =
         provider.errorMessage(body.json) ??
         (body.json === undefined && body.text.length < 200 && !/[<>]/.test(body.text) ? body.text : '');
-      return fail(response.status, message || defaultMessage(response.status));
+      return fail(response.status, message || provider.explain?.(response.status) || defaultMessage(response.status));
     }
     const results = provider.results(body.json);
     if (!results) return fail(response.status, 'unexpected response body');

@@ -19,5 +19,9 @@ export function searxngProvider(options: { baseUrl: string }): SearchProvider {
       if (!isRecord(body)) return undefined;
       return typeof body.error === 'string' ? body.error : undefined;
     },
+    explain(status) {
+      // SearXNG answers 403 to format=json unless `search.formats` in settings.yml lists json.
+      return status === 403 ? 'JSON format is not enabled on this instance (search.formats)' : undefined;
+    },
   };
 }
