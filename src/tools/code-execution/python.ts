@@ -75,6 +75,9 @@ function commandLine(tools: HostTools, options: PythonSandboxOptions, uid: numbe
     '--disable-userns',
     '--die-with-parent',
     '--new-session',
+    // Python is the namespace's pid 1, bwrap's direct child: bwrap reaps it, no orphaned zombie
+    // is left for the host's init, and when it exits the kernel kills all it left behind.
+    '--as-pid-1',
     '--hostname',
     'sandbox',
     '--ro-bind',

@@ -22,6 +22,6 @@ function collect(node: Node, out: string[]): void {
 export function stripHtml(html: string): string {
   if (!/[<&]/.test(html)) return html.replace(/\s+/g, ' ').trim();
   const out: string[] = [];
-  collect(parseFragment(html) as unknown as Node, out);
+  collect(parseFragment(html), out);
   return out.join('').replace(/\s+/g, ' ').trim();
 }
