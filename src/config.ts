@@ -46,9 +46,19 @@ export const envSchema = z.object({
   CODE_EXECUTION_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
   CODE_EXECUTION_QUEUE_SIZE: z.coerce.number().int().min(0).max(10_000).default(16),
   CODE_EXECUTION_MEMORY_MB: z.coerce.number().int().min(32).max(16_384).default(256),
-  CODE_EXECUTION_OUTPUT_LIMIT_BYTES: z.coerce.number().int().min(1024).max(16 * 1024 * 1024).default(64 * 1024),
+  CODE_EXECUTION_OUTPUT_LIMIT_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .max(16 * 1024 * 1024)
+    .default(64 * 1024),
   CODE_EXECUTION_PYTHON: z.string().startsWith('/usr/').default('/usr/bin/python3'),
-  CODE_EXECUTION_SANDBOX_UID_BASE: z.coerce.number().int().min(1000).max(2 ** 31 - 100_000).default(61_000),
+  CODE_EXECUTION_SANDBOX_UID_BASE: z.coerce
+    .number()
+    .int()
+    .min(1000)
+    .max(2 ** 31 - 100_000)
+    .default(61_000),
 });
 
 export type Env = z.infer<typeof envSchema>;
