@@ -13,6 +13,11 @@ ENV PORT=8080 \
     HOST=0.0.0.0 \
     DATA_DIR=/data
 WORKDIR /app
+# The code_execution sandbox: bubblewrap, setpriv/prlimit, libseccomp (its filter is compiled at
+# start-up) and Debian's python3 under /usr. See docs/sandbox.md for the container's options.
+RUN apt-get update \
+  && apt-get install -y --no-install-recommends bubblewrap util-linux gcc libc6-dev libseccomp-dev python3-minimal \
+  && rm -rf /var/lib/apt/lists/*
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json ./
 COPY src ./src

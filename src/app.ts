@@ -25,13 +25,15 @@ import { createEmbeddingsService } from './embeddings/embeddings.service.ts';
 import type { EmbeddingRegistry } from './embeddings/registry.ts';
 import { createJobsRepository } from './ingestion/jobs.repository.ts';
 import { createIngestionWorker, type IngestionWorker } from './ingestion/worker.ts';
+import { createCodeExecution } from './tools/code-execution/tool.ts';
+import { anyTool } from './tools/tool.types.ts';
+import { createToolRegistry } from './tools/tools.registry.ts';
+import { toolsRoutes } from './tools/tools.routes.ts';
+import { createWebSearchTool } from './tools/web-search/tool.ts';
 import { createUsageRecorder } from './usage/usage.recorder.ts';
 import { ragSearchTool } from './retrieval/rag-search.tool.ts';
 import { createRetrievalRepository } from './retrieval/retrieval.repository.ts';
 import { createRetrievalService } from './retrieval/retrieval.service.ts';
-import { anyTool } from './tools/tool.types.ts';
-import { createToolRegistry } from './tools/tools.registry.ts';
-import { toolsRoutes } from './tools/tools.routes.ts';
 
 export interface AppDeps {
   config: Config;
@@ -110,6 +112,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   installAuth(server, { keys, limiter, clock, unauthenticatedPerMinute: config.unauthenticatedPerMinute });
 
   await registerDocs(server, version);
+  // Starts probing the Python sandbox now, so start-up logs and /readyz say whether it works.
+  const codeExecution = createCodeExecution({ config: config.codeExecution, dataDir: config.dataDir, logger });
   await server.register(
     healthRoutes(
       [
@@ -134,6 +138,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
           critical: config.redisFailureMode === 'closed',
           check: async () => limiter.health(),
         },
+        codeExecution.readiness,
       ],
       () => shuttingDown,
     ),
@@ -172,11 +177,17 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     embeddings,
     settings: config.retrieval,
   });
-  await server.register(toolsRoutes(createToolRegistry([anyTool(ragSearchTool(retrieval))])));
+  const tools = createToolRegistry([
+    anyTool(ragSearchTool(retrieval)),
+    anyTool(createWebSearchTool({ config: config.webSearch, logger })),
+    anyTool(codeExecution.tool),
+  ]);
+  await server.register(toolsRoutes(tools));
 
   server.addHook('onClose', async () => {
     await worker?.stop();
     await usage.close();
+    await codeExecution.settled();
   });
 
   await server.ready();

@@ -42,6 +42,30 @@ export const envSchema = z.object({
   BM25_K1: z.coerce.number().min(0).max(10).default(0.9),
   BM25_B: z.coerce.number().min(0).max(1).default(0.4),
   RETRIEVAL_EXACT_BELOW: z.coerce.number().int().min(0).default(10_000),
+  BRAVE_SEARCH_API_KEY: z.string().min(1).optional(),
+  BRAVE_SEARCH_BASE_URL: z.url().default('https://api.search.brave.com'),
+  SEARXNG_URL: z.url().optional(),
+  TAVILY_API_KEY: z.string().min(1).optional(),
+  TAVILY_BASE_URL: z.url().default('https://api.tavily.com'),
+  WEB_SEARCH_PROVIDER: z.enum(['brave', 'searxng', 'tavily']).optional(),
+  WEB_SEARCH_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
+  WEB_SEARCH_CACHE_TTL_SECONDS: z.coerce.number().int().min(0).max(86_400).default(600),
+  CODE_EXECUTION_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
+  CODE_EXECUTION_QUEUE_SIZE: z.coerce.number().int().min(0).max(10_000).default(16),
+  CODE_EXECUTION_MEMORY_MB: z.coerce.number().int().min(32).max(16_384).default(256),
+  CODE_EXECUTION_OUTPUT_LIMIT_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .max(16 * 1024 * 1024)
+    .default(64 * 1024),
+  CODE_EXECUTION_PYTHON: z.string().startsWith('/usr/').default('/usr/bin/python3'),
+  CODE_EXECUTION_SANDBOX_UID_BASE: z.coerce
+    .number()
+    .int()
+    .min(1000)
+    .max(2 ** 31 - 100_000)
+    .default(61_000),
 });
 
 export type Env = z.infer<typeof envSchema>;
@@ -76,6 +100,29 @@ export interface Config {
     exactBelow: number;
     efSearch: number;
   };
+  webSearch: WebSearchConfig;
+  codeExecution: CodeExecutionConfig;
+}
+
+export interface WebSearchConfig {
+  /** Which configured provider answers; unset: the first configured of brave, tavily, searxng. */
+  provider: Env['WEB_SEARCH_PROVIDER'];
+  brave: { apiKey: string; baseUrl: string } | undefined;
+  searxng: { baseUrl: string } | undefined;
+  tavily: { apiKey: string; baseUrl: string } | undefined;
+  timeoutMs: number;
+  cacheTtlMs: number;
+}
+
+export interface CodeExecutionConfig {
+  concurrency: number;
+  queueSize: number;
+  memoryMb: number;
+  outputLimitBytes: number;
+  /** The interpreter inside the sandbox, which sees only /usr of the host. */
+  python: string;
+  /** Sandboxed jobs run as uids uidBase … uidBase + concurrency (one per slot, plus the probe). */
+  uidBase: number;
 }
 
 export class ConfigError extends Error {}
@@ -93,6 +140,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`Invalid configuration:\n${problems.join('\n')}`);
   }
   const e = parsed.data;
+  const chosen = e.WEB_SEARCH_PROVIDER;
+  const configured = { brave: e.BRAVE_SEARCH_API_KEY, searxng: e.SEARXNG_URL, tavily: e.TAVILY_API_KEY };
+  if (chosen && !configured[chosen]) {
+    throw new ConfigError(`Invalid configuration:\n  WEB_SEARCH_PROVIDER: ${chosen} is selected but not configured`);
+  }
   return {
     port: e.PORT,
     host: e.HOST,
@@ -122,6 +174,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       bm25: { k1: e.BM25_K1, b: e.BM25_B },
       exactBelow: e.RETRIEVAL_EXACT_BELOW,
       efSearch: e.HNSW_EF_SEARCH,
+    },
+    webSearch: {
+      provider: e.WEB_SEARCH_PROVIDER,
+      brave: e.BRAVE_SEARCH_API_KEY ? { apiKey: e.BRAVE_SEARCH_API_KEY, baseUrl: e.BRAVE_SEARCH_BASE_URL } : undefined,
+      searxng: e.SEARXNG_URL ? { baseUrl: e.SEARXNG_URL } : undefined,
+      tavily: e.TAVILY_API_KEY ? { apiKey: e.TAVILY_API_KEY, baseUrl: e.TAVILY_BASE_URL } : undefined,
+      timeoutMs: e.WEB_SEARCH_TIMEOUT_MS,
+      cacheTtlMs: e.WEB_SEARCH_CACHE_TTL_SECONDS * 1000,
+    },
+    codeExecution: {
+      concurrency: e.CODE_EXECUTION_CONCURRENCY,
+      queueSize: e.CODE_EXECUTION_QUEUE_SIZE,
+      memoryMb: e.CODE_EXECUTION_MEMORY_MB,
+      outputLimitBytes: e.CODE_EXECUTION_OUTPUT_LIMIT_BYTES,
+      python: e.CODE_EXECUTION_PYTHON,
+      uidBase: e.CODE_EXECUTION_SANDBOX_UID_BASE,
     },
   };
 }

@@ -1,0 +1,92 @@
+import ivm from 'isolated-vm';
+import { createOutputCollector, type ExecutionLimits, type ExecutionResult, type Sandbox } from './limits.ts';
+
+/**
+ * Runs inside the isolate before the user's code: `console` writes through the one host callback.
+ * Formatting happens in the isolate, under its time and memory limits.
+ */
+const consoleSetup = `
+  const write = $0;
+  const format = (v) => {
+    if (typeof v === 'string') return v;
+    try {
+      const json = JSON.stringify(v);
+      return json === undefined ? String(v) : json;
+    } catch {
+      return String(v);
+    }
+  };
+  const log = (...args) => { write(args.map(format).join(' ') + '\\n'); };
+  globalThis.console = Object.freeze({ log, info: log, warn: log, error: log, debug: log });
+`;
+
+/** Settles when the script's value does: a returned promise is awaited, anything else is not. */
+const settle = 'return (async () => { await $0; })();';
+
+function describe(error: unknown): string {
+  if (error instanceof Error) return `${error.name}: ${error.message}`;
+  return `Uncaught ${String(error)}`;
+}
+
+/**
+ * JavaScript in a fresh V8 isolate per call (isolated-vm): its own heap with a memory limit,
+ * nothing of Node inside (no require, process, timers or network), a wall-clock limit that
+ * disposes the isolate, and console output through one host callback with a byte cap.
+ */
+export function createJavaScriptSandbox(limits: ExecutionLimits): Sandbox {
+  return {
+    async run(job) {
+      const started = performance.now();
+      const isolate = new ivm.Isolate({ memoryLimit: limits.memoryMb });
+      let timedOut = false;
+      let killed = false;
+      const stop = () => {
+        killed = true;
+        // Never dispose from inside a callback the isolate is waiting on.
+        setImmediate(() => {
+          if (!isolate.isDisposed) isolate.dispose();
+        });
+      };
+      const output = createOutputCollector(limits.outputLimitBytes, stop);
+      const timer = setTimeout(() => {
+        timedOut = true;
+        stop();
+      }, job.timeoutMs);
+      job.signal.addEventListener('abort', stop, { once: true });
+      let exitCode = 0;
+      try {
+        const context = await isolate.createContext();
+        const write = new ivm.Callback((text: string) => output.write(String(text)));
+        await context.evalClosure(consoleSetup, [write], { timeout: job.timeoutMs });
+        const script = await isolate.compileScript(job.code, { filename: 'main.js' });
+        const value = await script.run(context, { reference: true, timeout: job.timeoutMs });
+        await context.evalClosure(settle, [value.derefInto()], { timeout: job.timeoutMs, result: { promise: true } });
+      } catch (error) {
+        exitCode = 1;
+        if (timedOut || killed) {
+          exitCode = 137;
+        } else if (isolate.isDisposed) {
+          // isolated-vm disposes an isolate that went over its memory limit.
+          exitCode = 137;
+          output.write(`RangeError: memory limit of ${limits.memoryMb} MB exceeded\n`);
+        } else if (error instanceof Error && /timed out/i.test(error.message)) {
+          timedOut = true;
+          exitCode = 137;
+        } else {
+          output.write(`${describe(error)}\n`);
+        }
+      } finally {
+        clearTimeout(timer);
+        job.signal.removeEventListener('abort', stop);
+        if (!isolate.isDisposed) isolate.dispose();
+      }
+      return {
+        output: output.text(),
+        exit_code: exitCode,
+        timed_out: timedOut,
+        duration_ms: Math.round(performance.now() - started),
+        truncated: output.truncated,
+      } satisfies ExecutionResult;
+    },
+  };
+}

@@ -1,0 +1,192 @@
+import { spawn } from 'node:child_process';
+import { access, constants, open } from 'node:fs/promises';
+import type { Writable } from 'node:stream';
+import { createOutputCollector, pythonLimits, type ExecutionResult, type Sandbox } from './limits.ts';
+
+export interface PythonSandboxOptions {
+  /** The interpreter, under /usr: the sandbox sees nothing else of the host. */
+  python: string;
+  /** Job in slot n runs as uid uidBase + n (only when the service runs as root). */
+  uidBase: number;
+  memoryMb: number;
+  outputLimitBytes: number;
+  seccompPath: string;
+}
+
+interface HostTools {
+  bwrap: string;
+  prlimit: string;
+  setpriv: string;
+}
+
+const searchDirs = ['/usr/bin', '/bin', '/usr/sbin', '/sbin', '/usr/local/bin'];
+
+/** Absolute paths of the host programs the sandbox needs: it runs with an empty environment. */
+export async function findHostTools(): Promise<HostTools> {
+  const find = async (name: string) => {
+    for (const dir of searchDirs) {
+      const path = `${dir}/${name}`;
+      if (
+        await access(path, constants.X_OK).then(
+          () => true,
+          () => false,
+        )
+      )
+        return path;
+    }
+    throw new Error(`${name} not found (install ${name === 'bwrap' ? 'bubblewrap' : 'util-linux'})`);
+  };
+  return { bwrap: await find('bwrap'), prlimit: await find('prlimit'), setpriv: await find('setpriv') };
+}
+
+const runningAsRoot = () => process.getuid?.() === 0;
+
+/** The command line: limits (prlimit), then the uid drop (setpriv), then the namespaces (bwrap). */
+function commandLine(tools: HostTools, options: PythonSandboxOptions, uid: number, timeoutSeconds: number) {
+  const cpu = timeoutSeconds + pythonLimits.cpuGraceSeconds;
+  const limits = [
+    `--cpu=${cpu}:${cpu + 1}`,
+    `--as=${options.memoryMb * 1024 * 1024}`,
+    `--nproc=${pythonLimits.processes}`,
+    `--fsize=${pythonLimits.fileBytes}`,
+    `--nofile=${pythonLimits.openFiles}`,
+    '--core=0',
+    '--',
+  ];
+  // As root, bwrap would keep root's access to every file it can see: drop to a per-slot uid
+  // first, with no groups, capabilities or way to regain privileges. Not root: already dropped.
+  const drop = runningAsRoot()
+    ? [
+        tools.setpriv,
+        `--reuid=${uid}`,
+        `--regid=${uid}`,
+        '--clear-groups',
+        '--inh-caps=-all',
+        '--bounding-set=-all',
+        '--no-new-privs',
+        '--',
+      ]
+    : [];
+  const tmpfs = String(pythonLimits.tmpfsBytes);
+  const sandbox = [
+    tools.bwrap,
+    '--unshare-all',
+    '--unshare-user',
+    '--disable-userns',
+    '--die-with-parent',
+    '--new-session',
+    // Python is the namespace's pid 1, bwrap's direct child: bwrap reaps it, no orphaned zombie
+    // is left for the host's init, and when it exits the kernel kills all it left behind.
+    '--as-pid-1',
+    '--hostname',
+    'sandbox',
+    '--ro-bind',
+    '/usr',
+    '/usr',
+    ...['bin', 'sbin', 'lib', 'lib64'].flatMap((d) => ['--symlink', `usr/${d}`, `/${d}`]),
+    '--proc',
+    '/proc',
+    '--dev',
+    '/dev',
+    ...['--size', tmpfs, '--tmpfs', '/dev/shm', '--remount-ro', '/dev'],
+    ...['--size', tmpfs, '--tmpfs', '/tmp'],
+    ...['--dir', '/var', '--symlink', '../tmp', '/var/tmp'],
+    ...['--ro-bind-data', '4', '/etc/passwd', '--ro-bind-data', '5', '/etc/group'],
+    ...['--remount-ro', '/', '--chdir', '/tmp'],
+    ...['--seccomp', '3'],
+    '--clearenv',
+    ...['--setenv', 'PATH', '/usr/bin:/bin', '--setenv', 'HOME', '/tmp', '--setenv', 'TMPDIR', '/tmp'],
+    ...['--setenv', 'LANG', 'C.UTF-8', '--setenv', 'PYTHONIOENCODING', 'utf-8'],
+    '--',
+    options.python,
+    '-I',
+    '-',
+  ];
+  return [tools.prlimit, ...limits, ...drop, ...sandbox];
+}
+
+const signalNumbers: Record<string, number> = { SIGKILL: 9, SIGXCPU: 24, SIGXFSZ: 25, SIGSEGV: 11, SIGABRT: 6 };
+
+/**
+ * CPython in bubblewrap: every namespace unshared (no network), only /usr read-only plus
+ * synthetic /etc/passwd and /etc/group, fresh size-limited tmpfs mounts as the only writable
+ * places, rlimits, seccomp, and a wall clock that kills the whole process group.
+ */
+export function createPythonSandbox(tools: HostTools, options: PythonSandboxOptions): Sandbox {
+  return {
+    async run(job) {
+      const started = performance.now();
+      const uid = options.uidBase + job.slot;
+      const [file, ...args] = commandLine(tools, options, uid, Math.ceil(job.timeoutMs / 1000));
+      const filter = await open(options.seccompPath, 'r');
+      let child;
+      try {
+        child = spawn(file as string, args, {
+          env: {}, // bwrap's own environment is readable from inside as /proc/1/environ
+          cwd: '/',
+          detached: true, // its own process group, killed as one
+          stdio: ['pipe', 'pipe', 'pipe', filter.fd, 'pipe', 'pipe'],
+        });
+      } finally {
+        await filter.close();
+      }
+      const pid = child.pid;
+      let exited = false;
+      // Only while the leader lives: afterwards the group id could belong to someone else.
+      const killGroup = () => {
+        if (pid === undefined || exited) return;
+        try {
+          process.kill(-pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      };
+      const output = createOutputCollector(options.outputLimitBytes, killGroup);
+      let timedOut = false;
+      const timer = setTimeout(() => {
+        timedOut = true;
+        killGroup();
+      }, job.timeoutMs);
+      job.signal.addEventListener('abort', killGroup, { once: true });
+
+      const { stdout, stderr } = child;
+      // Extra stdio entries are duplex pipes; Node's tuple type stops at five.
+      const passwd = child.stdio[4] as Writable | null;
+      const group = (child.stdio as unknown[])[5] as Writable | null;
+      for (const stream of [child.stdin, passwd, group]) stream?.on('error', () => undefined);
+      passwd?.end(`root:x:0:0::/:/usr/sbin/nologin\nsandbox:x:${uid}:${uid}::/tmp:/usr/sbin/nologin\n`);
+      group?.end(`root:x:0:\nsandbox:x:${uid}:\n`);
+      child.stdin?.end(job.code);
+      stdout?.on('data', (chunk: Buffer) => output.write(chunk));
+      stderr?.on('data', (chunk: Buffer) => output.write(chunk));
+
+      const exit = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>(
+        (resolve) => {
+          child.once('error', (error) => resolve({ code: null, signal: null, error }));
+          child.once('exit', (code, signal) => {
+            exited = true;
+            // Everything in the sandbox dies with its pid namespace; still, never wait on a pipe.
+            const late = setTimeout(() => {
+              stdout?.destroy();
+              stderr?.destroy();
+            }, 500);
+            child.once('close', () => {
+              clearTimeout(late);
+              resolve({ code, signal });
+            });
+          });
+        },
+      );
+      clearTimeout(timer);
+      job.signal.removeEventListener('abort', killGroup);
+      if (exit.error) throw exit.error;
+      return {
+        output: output.text(),
+        exit_code: exit.code ?? 128 + (signalNumbers[exit.signal ?? ''] ?? 9),
+        timed_out: timedOut,
+        duration_ms: Math.round(performance.now() - started),
+        truncated: output.truncated,
+      } satisfies ExecutionResult;
+    },
+  };
+}

@@ -1,0 +1,133 @@
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import type { CodeExecutionConfig } from '../../config.ts';
+import type { ReadinessCheck } from '../../health/health.routes.ts';
+import { AppError } from '../../http/errors.ts';
+import type { Tool } from '../tool.types.ts';
+import { createJavaScriptSandbox } from './javascript.ts';
+import type { Sandbox } from './limits.ts';
+import { createPythonSandbox, findHostTools } from './python.ts';
+import { createSlotQueue } from './queue.ts';
+import { ensureSeccompFilter } from './seccomp.ts';
+
+export const codeExecutionParameters = z.object({
+  code: z.string().min(1).max(200_000),
+  language: z.enum(['python', 'javascript']).default('python'),
+  timeout: z.number().int().min(1).max(60).default(30),
+});
+
+export const codeExecutionResult = z.object({
+  output: z.string(),
+  exit_code: z.number().int(),
+  timed_out: z.boolean(),
+  duration_ms: z.number().int(),
+  truncated: z.boolean(),
+});
+
+export type CodeExecutionParameters = z.infer<typeof codeExecutionParameters>;
+export type CodeExecutionResult = z.infer<typeof codeExecutionResult>;
+
+type PythonAvailability = { ok: true; sandbox: Sandbox } | { ok: false; reason: string };
+
+/**
+ * Finds the host tools, builds the seccomp filter and runs one trivial program in the sandbox.
+ * Any failure disables Python: it never runs unsandboxed.
+ */
+async function preparePython(config: CodeExecutionConfig, cacheDir: string): Promise<PythonAvailability> {
+  try {
+    const tools = await findHostTools();
+    const seccompPath = await ensureSeccompFilter(cacheDir);
+    const sandbox = createPythonSandbox(tools, { ...config, seccompPath });
+    const probe = await sandbox.run({
+      code: 'print(6 * 7)',
+      timeoutMs: 15_000,
+      slot: config.concurrency, // a uid of its own, beyond the job slots
+      signal: new AbortController().signal,
+    });
+    if (probe.exit_code !== 0 || probe.output !== '42\n') {
+      const detail = probe.output.trim().split('\n').slice(-1)[0] ?? '';
+      return { ok: false, reason: `the sandbox does not start (exit ${probe.exit_code}): ${detail.slice(0, 200)}` };
+    }
+    return { ok: true, sandbox };
+  } catch (error) {
+    return { ok: false, reason: (error as Error).message };
+  }
+}
+
+export interface CodeExecutionDeps {
+  config: CodeExecutionConfig;
+  /** Where the compiled seccomp filter is cached (`<DATA_DIR>/sandbox`). */
+  dataDir: string;
+  logger: Logger;
+}
+
+export function createCodeExecution(deps: CodeExecutionDeps) {
+  const { config, logger } = deps;
+  const queue = createSlotQueue({ slots: config.concurrency, maxWaiting: config.queueSize });
+  const javascript = createJavaScriptSandbox(config);
+  const python = preparePython(config, join(deps.dataDir, 'sandbox')).then((availability) => {
+    if (availability.ok) logger.info('code_execution: Python sandbox ready (bubblewrap, seccomp, rlimits)');
+    else logger.warn({ reason: availability.reason }, 'code_execution: Python disabled, the sandbox is unavailable');
+    return availability;
+  });
+
+  const tool: Tool<CodeExecutionParameters, CodeExecutionResult> = {
+    name: 'code_execution',
+    description: 'runs Python or JavaScript in a sandbox with no network and bounded resources',
+    parameters: codeExecutionParameters,
+    result: codeExecutionResult,
+    enabled: () => true,
+    async run(parameters, context) {
+      let sandbox = javascript;
+      if (parameters.language === 'python') {
+        const availability = await python;
+        if (!availability.ok) {
+          throw new AppError({
+            code: 'service_unavailable',
+            message: 'Python execution is unavailable: this host cannot provide its sandbox',
+          });
+        }
+        sandbox = availability.sandbox;
+      }
+      const waiting = queue.acquire(context.signal);
+      if (!waiting) {
+        throw new AppError({
+          code: 'capacity_exceeded',
+          message: 'Too many code executions in progress, retry later',
+          headers: { 'retry-after': '1' },
+        });
+      }
+      const slot = await waiting;
+      try {
+        const result = await sandbox.run({
+          code: parameters.code,
+          timeoutMs: parameters.timeout * 1000,
+          slot,
+          signal: context.signal,
+        });
+        const { exit_code, timed_out, duration_ms, truncated } = result;
+        logger.info({ language: parameters.language, exit_code, timed_out, duration_ms, truncated }, 'code_execution');
+        return result;
+      } finally {
+        queue.release(slot);
+      }
+    },
+  };
+
+  const readiness: ReadinessCheck = {
+    name: 'code_execution_python',
+    critical: false,
+    check: async () => {
+      const availability = await python;
+      return availability.ok
+        ? { ok: true, detail: 'sandboxed (bubblewrap, seccomp, rlimits)' }
+        : { ok: false, detail: `disabled: ${availability.reason}` };
+    },
+  };
+
+  /** Resolves once the start-up probe is done (so closing never leaves it running). */
+  const settled = () => python.then(() => undefined);
+
+  return { tool, readiness, settled };
+}

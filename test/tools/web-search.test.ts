@@ -1,0 +1,337 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig, type WebSearchConfig } from '../../src/config.ts';
+import type { WebSearchResult } from '../../src/tools/web-search/tool.ts';
+import { startTestApp, type TestApp } from '../support/app.ts';
+import { startMockProvider, type MockProvider } from './mock-provider.ts';
+
+const BRAVE_KEY = 'BSA-test-secret-0123456789abcdef';
+const TAVILY_KEY = 'tvly-test-secret-0123456789abcdef';
+
+const braveBody = {
+  type: 'search',
+  query: { original: 'rust' },
+  web: {
+    type: 'search',
+    results: [
+      {
+        title: 'The <strong>Rust</strong> Programming Language',
+        url: 'https://www.rust-lang.org/',
+        description:
+          'Empowering everyone to build <strong>reliable</strong> &amp; efficient software&#46; It&#39;s &quot;fast&quot; &lt;b&gt;',
+        age: 'May 1, 2025',
+        language: 'en',
+      },
+      { title: 'Rust (video game)', url: 'https://rust.facepunch.com/', description: 'Survive&hellip;' },
+    ],
+  },
+};
+
+const contentResults = (n: number) =>
+  Array.from({ length: n }, (_v, i) => ({
+    title: `Result ${i}`,
+    url: `https://example.org/${i}`,
+    content: `<p>Snippet <em>${i}</em> &eacute;&nbsp;done</p>`,
+    score: 0.9,
+  }));
+
+async function startWith(webSearch: Partial<WebSearchConfig>): Promise<{ t: TestApp; key: string }> {
+  const base = loadConfig({}).webSearch;
+  const t = await startTestApp({ config: { webSearch: { ...base, timeoutMs: 1000, ...webSearch } } });
+  const { key } = await t.createKey({ name: 'tools', scopes: ['tools'] });
+  return { t, key };
+}
+
+const call = (t: TestApp, key: string, parameters: Record<string, unknown>) =>
+  t.request('/api/v1/agent/tool-calling', { method: 'POST', key, json: { tool_name: 'web_search', parameters } });
+
+describe('web_search with no provider configured', () => {
+  let t: TestApp;
+  let key: string;
+  beforeAll(async () => ({ t, key } = await startWith({})));
+  afterAll(async () => t.close());
+
+  it('is disabled and reported as not found', async () => {
+    const response = await call(t, key, { query: 'anything' });
+    expect(response.status).toBe(404);
+    expect(await response.json()).toEqual({ error: "Tool 'web_search' not found" });
+  });
+});
+
+describe('web_search through the Brave Search API', () => {
+  let brave: MockProvider;
+  let t: TestApp;
+  let key: string;
+  beforeAll(async () => {
+    brave = await startMockProvider(() => ({ status: 200, body: braveBody }));
+    ({ t, key } = await startWith({ brave: { apiKey: BRAVE_KEY, baseUrl: brave.url }, cacheTtlMs: 600_000 }));
+  });
+  afterAll(async () => {
+    await t.close();
+    await brave.close();
+  });
+
+  it('sends the documented request and returns plain-text snippets', async () => {
+    brave.reset();
+    const response = await call(t, key, { query: 'rust lang', count: 2, time_range: 'week' });
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as WebSearchResult;
+    expect(body).toEqual({
+      results: [
+        {
+          title: 'The Rust Programming Language',
+          url: 'https://www.rust-lang.org/',
+          snippet: 'Empowering everyone to build reliable & efficient software. It\'s "fast" <b>',
+        },
+        { title: 'Rust (video game)', url: 'https://rust.facepunch.com/', snippet: 'Survive…' },
+      ],
+    });
+    expect(brave.requests).toHaveLength(1);
+    const [request] = brave.requests;
+    expect(request?.method).toBe('GET');
+    expect(request?.url.pathname).toBe('/res/v1/web/search');
+    expect(Object.fromEntries(request?.url.searchParams ?? [])).toEqual({
+      q: 'rust lang',
+      count: '2',
+      freshness: 'pw',
+    });
+    expect(request?.headers['x-subscription-token']).toBe(BRAVE_KEY);
+  });
+
+  it('maps every time_range to Brave freshness and defaults count to 5', async () => {
+    const seen: (string | null)[] = [];
+    for (const [range, expected] of [
+      ['day', 'pd'],
+      ['month', 'pm'],
+      ['year', 'py'],
+    ] as const) {
+      brave.reset();
+      expect((await call(t, key, { query: `fresh ${range}`, time_range: range })).status).toBe(200);
+      seen.push(brave.requests[0]?.url.searchParams.get('freshness') ?? null);
+      expect(brave.requests[0]?.url.searchParams.get('count')).toBe('5');
+      expect(seen.at(-1)).toBe(expected);
+    }
+    brave.reset();
+    await call(t, key, { query: 'no range' });
+    expect(brave.requests[0]?.url.searchParams.has('freshness')).toBe(false);
+  });
+
+  it('caches results per query, count and time range', async () => {
+    brave.reset();
+    for (let i = 0; i < 3; i++) expect((await call(t, key, { query: 'cached query' })).status).toBe(200);
+    expect(brave.requests).toHaveLength(1);
+    await call(t, key, { query: 'cached query', count: 3 });
+    expect(brave.requests).toHaveLength(2);
+  });
+
+  it('a bad key is a 502 naming the provider, its status and message', async () => {
+    brave.reset();
+    brave.queue({
+      status: 401,
+      body: {
+        type: 'ErrorResponse',
+        error: {
+          id: 'c2c0b6a0',
+          status: 401,
+          code: 'SUBSCRIPTION_TOKEN_INVALID',
+          detail: 'The provided subscription token is invalid.',
+        },
+      },
+    });
+    const response = await call(t, key, { query: 'bad key' });
+    expect(response.status).toBe(502);
+    expect(await response.json()).toEqual({
+      error: 'Brave Search API error: 401 The provided subscription token is invalid.',
+    });
+    expect(brave.requests).toHaveLength(1); // a 4xx is not retried
+  });
+
+  it('an exhausted quota is a 502 saying so', async () => {
+    brave.queue({
+      status: 429,
+      body: {
+        type: 'ErrorResponse',
+        error: { id: 'x', status: 429, code: 'RATE_LIMITED', detail: 'Request rate limit exceeded for plan.' },
+      },
+    });
+    const response = await call(t, key, { query: 'quota' });
+    expect(response.status).toBe(502);
+    expect(await response.json()).toEqual({
+      error: 'Brave Search API error: 429 Request rate limit exceeded for plan.',
+    });
+  });
+
+  it('retries a 5xx once, then succeeds', async () => {
+    brave.reset();
+    brave.queue({ status: 503, body: 'upstream down' });
+    const response = await call(t, key, { query: 'flaky' });
+    expect(response.status).toBe(200);
+    expect(brave.requests).toHaveLength(2);
+  });
+
+  it('two 5xx in a row are a 502 with the second status', async () => {
+    brave.reset();
+    brave.queue(
+      { status: 500, body: { error: { detail: 'first' } } },
+      { status: 502, body: '<html>Bad Gateway</html>' },
+    );
+    const response = await call(t, key, { query: 'down' });
+    expect(response.status).toBe(502);
+    expect(await response.json()).toEqual({ error: 'Brave Search API error: 502 provider unavailable' });
+    expect(brave.requests).toHaveLength(2);
+  });
+
+  it('a dropped connection is retried once', async () => {
+    brave.reset();
+    brave.queue({ status: 0, body: null, hangUp: true });
+    expect((await call(t, key, { query: 'hang up once' })).status).toBe(200);
+    brave.queue({ status: 0, body: null, hangUp: true }, { status: 0, body: null, hangUp: true });
+    const response = await call(t, key, { query: 'hang up twice' });
+    expect(response.status).toBe(502);
+    expect(((await response.json()) as { error: string }).error).toMatch(/^Brave Search API error: connection failed/);
+  });
+
+  it('a provider slower than the timeout is a 502, promptly', async () => {
+    brave.queue({ status: 200, body: braveBody, delayMs: 3000 });
+    const started = Date.now();
+    const response = await call(t, key, { query: 'slow' });
+    expect(response.status).toBe(502);
+    expect(await response.json()).toEqual({ error: 'Brave Search API error: no response within 1000 ms' });
+    expect(Date.now() - started).toBeLessThan(2500);
+  });
+
+  it('a malformed success body is a 502', async () => {
+    brave.queue({ status: 200, body: { web: { results: 'nope' } } });
+    const response = await call(t, key, { query: 'malformed' });
+    expect(response.status).toBe(502);
+    expect(await response.json()).toEqual({ error: 'Brave Search API error: 200 unexpected response body' });
+  });
+
+  it('rejects bad parameters with 400', async () => {
+    for (const parameters of [
+      {},
+      { query: '' },
+      { query: 'x', count: 0 },
+      { query: 'x', count: 21 },
+      { query: 'x', count: 2.5 },
+      { query: 'x', time_range: 'decade' },
+    ]) {
+      const response = await call(t, key, parameters);
+      expect(response.status, JSON.stringify(parameters)).toBe(400);
+      expect(typeof ((await response.json()) as { error: unknown }).error).toBe('string');
+    }
+  });
+
+  it('needs the tools scope', async () => {
+    const { key: reader } = await t.createKey({ name: 'reader', scopes: ['read'] });
+    expect((await call(t, reader, { query: 'x' })).status).toBe(403);
+  });
+
+  it('never logs the provider key', () => {
+    expect(t.rawLogs()).not.toContain(BRAVE_KEY);
+  });
+});
+
+describe('web_search through SearXNG', () => {
+  let searx: MockProvider;
+  let t: TestApp;
+  let key: string;
+  beforeAll(async () => {
+    searx = await startMockProvider(() => ({
+      status: 200,
+      body: { query: 'q', number_of_results: 0, results: contentResults(12), answers: [], suggestions: [] },
+    }));
+    ({ t, key } = await startWith({ searxng: { baseUrl: `${searx.url}/searx/` } }));
+  });
+  afterAll(async () => {
+    await t.close();
+    await searx.close();
+  });
+
+  it('sends the documented JSON API request and keeps the first count results', async () => {
+    const response = await call(t, key, { query: 'privacy', count: 3, time_range: 'month' });
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual({
+      results: [0, 1, 2].map((i) => ({
+        title: `Result ${i}`,
+        url: `https://example.org/${i}`,
+        snippet: `Snippet ${i} é done`,
+      })),
+    });
+    const [request] = searx.requests;
+    expect(request?.method).toBe('GET');
+    expect(request?.url.pathname).toBe('/searx/search');
+    expect(Object.fromEntries(request?.url.searchParams ?? [])).toEqual({
+      q: 'privacy',
+      format: 'json',
+      time_range: 'month',
+    });
+  });
+
+  it('an instance without the JSON format is a 502 that says so', async () => {
+    searx.queue({ status: 403, body: '<html><title>403 Forbidden</title></html>' });
+    const response = await call(t, key, { query: 'json disabled' });
+    expect(response.status).toBe(502);
+    expect(await response.json()).toEqual({
+      error: 'SearXNG API error: 403 JSON format is not enabled on this instance (search.formats)',
+    });
+  });
+
+  it('a rate-limited instance is a 502 with its status', async () => {
+    searx.queue({ status: 429, body: 'Too Many Requests' });
+    const response = await call(t, key, { query: 'limited' });
+    expect(response.status).toBe(502);
+    expect(await response.json()).toEqual({ error: 'SearXNG API error: 429 Too Many Requests' });
+  });
+});
+
+describe('web_search through Tavily', () => {
+  let tavily: MockProvider;
+  let t: TestApp;
+  let key: string;
+  beforeAll(async () => {
+    tavily = await startMockProvider(() => ({
+      status: 200,
+      body: { query: 'q', answer: null, images: [], results: contentResults(2), response_time: 0.5 },
+    }));
+    ({ t, key } = await startWith({
+      tavily: { apiKey: TAVILY_KEY, baseUrl: tavily.url },
+      // Both configured: the explicit choice wins.
+      searxng: { baseUrl: 'http://127.0.0.1:9' },
+      provider: 'tavily',
+    }));
+  });
+  afterAll(async () => {
+    await t.close();
+    await tavily.close();
+  });
+
+  it('sends the documented POST /search with a bearer key', async () => {
+    const response = await call(t, key, { query: 'news today', count: 7, time_range: 'day' });
+    expect(response.status).toBe(200);
+    expect(((await response.json()) as WebSearchResult).results).toHaveLength(2);
+    const [request] = tavily.requests;
+    expect(request?.method).toBe('POST');
+    expect(request?.url.pathname).toBe('/search');
+    expect(request?.headers.authorization).toBe(`Bearer ${TAVILY_KEY}`);
+    expect(request?.headers['content-type']).toBe('application/json');
+    expect(JSON.parse(request?.body ?? '{}')).toMatchObject({ query: 'news today', max_results: 7, time_range: 'day' });
+  });
+
+  it('a bad key and an exhausted plan are 502s with Tavily’s message', async () => {
+    tavily.queue(
+      { status: 401, body: { detail: { error: 'Unauthorized: missing or invalid API key.' } } },
+      { status: 432, body: { detail: { error: "This request exceeds your plan's set usage limit." } } },
+    );
+    const bad = await call(t, key, { query: 'bad key' });
+    expect(bad.status).toBe(502);
+    expect(await bad.json()).toEqual({ error: 'Tavily API error: 401 Unauthorized: missing or invalid API key.' });
+    const quota = await call(t, key, { query: 'quota' });
+    expect(await quota.json()).toEqual({
+      error: "Tavily API error: 432 This request exceeds your plan's set usage limit.",
+    });
+  });
+
+  it('never logs the provider key', () => {
+    expect(t.rawLogs()).not.toContain(TAVILY_KEY);
+  });
+});
