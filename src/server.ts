@@ -1,6 +1,6 @@
 import { buildApp } from './app.ts';
 import { ConfigError, loadConfig } from './config.ts';
-import { openDatabase } from './db/client.ts';
+import { openConfiguredDatabase } from './db/client.ts';
 import { loadEmbeddings } from './embeddings/load.ts';
 import { createLogger } from './logging.ts';
 import { createLimiter } from './ratelimit/create.ts';
@@ -8,12 +8,7 @@ import { createLimiter } from './ratelimit/create.ts';
 async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
-  const database = await openDatabase({
-    databaseUrl: config.databaseUrl,
-    dataDir: config.dataDir,
-    poolSize: config.databasePoolSize,
-    onPoolError: (error) => logger.warn({ err: error }, 'idle database connection failed'),
-  });
+  const database = await openConfiguredDatabase(config, logger);
   await database.migrate();
   const limiter = await createLimiter({ redisUrl: config.redisUrl, redisFailureMode: config.redisFailureMode, logger });
   const embeddings = await loadEmbeddings(config, logger);

@@ -1,5 +1,5 @@
 import { loadConfig, ConfigError } from './config.ts';
-import { openDatabase } from './db/client.ts';
+import { openConfiguredDatabase } from './db/client.ts';
 import { loadEmbeddings } from './embeddings/load.ts';
 import { createJobsRepository } from './ingestion/jobs.repository.ts';
 import { createIngestionWorker } from './ingestion/worker.ts';
@@ -12,12 +12,7 @@ async function main(): Promise<void> {
   if (config.databaseUrl === undefined) {
     throw new ConfigError('npm run worker needs DATABASE_URL: the embedded database admits only the server process');
   }
-  const database = await openDatabase({
-    databaseUrl: config.databaseUrl,
-    dataDir: config.dataDir,
-    poolSize: config.databasePoolSize,
-    onPoolError: (error) => logger.warn({ err: error }, 'idle database connection failed'),
-  });
+  const database = await openConfiguredDatabase(config, logger);
   await database.migrate();
   const embeddings = await loadEmbeddings(config, logger);
   const worker = createIngestionWorker({

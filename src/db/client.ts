@@ -111,3 +111,16 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
   }
   return openPglite(path.join(options.dataDir, 'pg'));
 }
+
+/** The database as configured, with idle-connection failures logged instead of crashing. */
+export function openConfiguredDatabase(
+  config: { databaseUrl: string | undefined; dataDir: string; databasePoolSize: number },
+  logger: { warn: (obj: object, msg: string) => void },
+): Promise<Database> {
+  return openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    poolSize: config.databasePoolSize,
+    onPoolError: (error) => logger.warn({ err: error }, 'idle database connection failed'),
+  });
+}
