@@ -6,10 +6,9 @@ import { ingestionJobs } from '../db/schema/jobs.ts';
 import { removeChunks } from '../ingestion/jobs.repository.ts';
 
 /** Every column but the original bytes, which only the ingestion worker reads. */
-const summary = {
+const columns = {
   id: documents.id,
   collectionId: documents.collectionId,
-  collectionName: collections.name,
   name: documents.name,
   description: documents.description,
   metadata: documents.metadata,
@@ -24,6 +23,7 @@ const summary = {
   createdAt: documents.createdAt,
   updatedAt: documents.updatedAt,
 };
+const summary = { ...columns, collectionName: collections.name };
 
 export type DocumentSummary = Omit<DocumentRow, 'original'> & { collectionName: string };
 
@@ -31,11 +31,13 @@ export type NewDocument = Omit<typeof documents.$inferInsert, 'status' | 'chunkC
 
 export function createDocumentsRepository(db: Db) {
   return {
-    /** The document and its ingestion job commit together, or neither does. */
-    async insertWithJob(row: NewDocument, jobId: string): Promise<void> {
-      await db.transaction(async (tx) => {
-        await tx.insert(documents).values(row);
+    /** The document and its ingestion job commit together, or neither does. Returns the row as committed. */
+    async insertWithJob(row: NewDocument, jobId: string): Promise<Omit<DocumentRow, 'original'>> {
+      return db.transaction(async (tx) => {
+        const [created] = await tx.insert(documents).values(row).returning(columns);
+        if (!created) throw new Error('insert returned no row');
         await tx.insert(ingestionJobs).values({ id: jobId, documentId: row.id });
+        return created;
       });
     },
 

@@ -68,8 +68,9 @@ export function createDocumentsService({ repo, collections, onQueued }: Document
       const existing = await repo.findBySha(collection.id, sha256);
       if (existing) throw duplicate(existing.id);
       const id = newId('doc');
+      let created;
       try {
-        await repo.insertWithJob(
+        created = await repo.insertWithJob(
           {
             id,
             collectionId: collection.id,
@@ -92,9 +93,8 @@ export function createDocumentsService({ repo, collections, onQueued }: Document
         throw error;
       }
       onQueued();
-      const created = await repo.get(id);
-      if (!created) throw notFound(NOT_FOUND);
-      return toDocumentRecord(created);
+      // The row as committed: a worker may already have claimed it by now.
+      return toDocumentRecord({ ...created, collectionName: collection.name });
     },
 
     async list(principal: Principal, collectionName: string, page: number, pageSize: number) {
