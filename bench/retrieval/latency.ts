@@ -1,11 +1,13 @@
 /**
  * rag_search latency at 10k / 100k (/ 1M) chunks of 384 dimensions on a PostgreSQL server,
  * through the HTTP API with a real key, and recall@10 of the HNSW search against exact search.
- * Chunks are synthetic (clustered unit vectors, Zipf-distributed words for the BM25 leg) and
- * inserted straight into the database; queries are real texts embedded by the real model.
+ * Chunks are synthetic and inserted straight into the database: unit vectors scattered around
+ * real embeddings of SciFact abstracts (so they live where real queries land), with
+ * Zipf-distributed words for the BM25 leg. Queries are SciFact's real test queries.
  *
  *   MODELS_DIR=… DATABASE_URL=postgres://… LATENCY_SIZES=10000,100000 node bench/retrieval/latency.ts
  */
+import { readFileSync } from 'node:fs';
 import { sql } from 'drizzle-orm';
 import { queryRows } from '../../src/db/client.ts';
 import { newId } from '../../src/db/ids.ts';
@@ -25,21 +27,23 @@ const unit = (v: number[]) => {
   const n = Math.sqrt(v.reduce((s, x) => s + x * x, 0));
   return v.map((x) => x / n);
 };
-const centers = Array.from({ length: 200 }, () => unit(Array.from({ length: DIM }, gauss)));
+const scifact = (name: string) =>
+  readFileSync(new URL(`../../../shared/data/scifact/${name}`, import.meta.url), 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as { title?: string; text: string });
+const loadModel = (await import('../../src/embeddings/load.ts')).loadEmbeddings;
+const registry = await loadModel(server.config, (await import('pino')).pino({ level: 'warn' }));
+const resolved = registry.resolve('text-embedding-ada-002');
+if (!resolved.ok) throw new Error(resolved.message);
+const anchors = scifact('corpus.jsonl')
+  .slice(0, 1000)
+  .map((d) => `${d.title ?? ''}. ${d.text}`);
+const centers = (await resolved.model.embed(anchors, { priority: 'bulk' })).vectors.map((v) => Array.from(v));
+const queryTexts = scifact('queries.jsonl').map((q) => q.text);
 const vocabulary = Array.from({ length: 20_000 }, (_, i) => `w${i.toString(36)}`);
 const zipfWord = () =>
   vocabulary[Math.min(vocabulary.length - 1, Math.floor(Math.exp(rand() * Math.log(vocabulary.length))) - 1)] as string;
-
-const queryTexts = [
-  'effects of vitamin D on bone density',
-  'gene expression in tumour cells',
-  'antibiotic resistance mechanisms',
-  'neural network training methods',
-  'climate change and crop yields',
-  'protein folding and misfolding diseases',
-  'immune response to viral infection',
-  'insulin signalling in muscle',
-];
 
 const rows: Record<string, unknown>[] = [];
 for (const size of sizes) {
@@ -92,15 +96,10 @@ for (const size of sizes) {
   await server.database.db.execute(sql`vacuum analyze chunk_terms`);
   const loadSeconds = (performance.now() - t0) / 1000;
 
-  const model = (await import('../../src/embeddings/load.ts')).loadEmbeddings;
-  const registry = await model(server.config, (await import('pino')).pino({ level: 'warn' }));
-  const resolved = registry.resolve('text-embedding-ada-002');
-  if (!resolved.ok) throw new Error(resolved.message);
-
   const latencies: Record<'dense' | 'hybrid', number[]> = { dense: [], hybrid: [] };
   const recalls: number[] = [];
   for (let i = 0; i < queriesPerSize; i++) {
-    const query = `${queryTexts[i % queryTexts.length]} ${i}`;
+    const query = queryTexts[i % queryTexts.length] as string;
     for (const mode of ['dense', 'hybrid'] as const) {
       const start = performance.now();
       const r = await api<{ results: { content: string }[] }>(server, 'POST', '/api/v1/agent/tool-calling', {
