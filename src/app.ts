@@ -5,6 +5,8 @@ import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import type { Database } from './db/client.ts';
 import { randomBase62 } from './db/ids.ts';
+import { createGateway, type Gateway } from './gateway/gateway.ts';
+import { gatewayRoutes } from './gateway/gateway.routes.ts';
 import { healthRoutes } from './health/health.routes.ts';
 import { installAuth } from './http/auth.ts';
 import { installErrorHandling } from './http/error-handler.ts';
@@ -14,6 +16,9 @@ import { createKeysRepository } from './keys/keys.repository.ts';
 import { keysRoutes } from './keys/keys.routes.ts';
 import { createKeysService, type Clock } from './keys/keys.service.ts';
 import type { RateLimitStore } from './ratelimit/ratelimit.ts';
+import { createTokenQuota } from './usage/quota.ts';
+import { createBatchedUsageRecorder, type UsageRecorder } from './usage/usage.recorder.ts';
+import { createUsageRepository } from './usage/usage.repository.ts';
 
 export interface AppDeps {
   config: Config;
@@ -29,6 +34,10 @@ export interface App {
   routes: readonly RouteEntry[];
   /** Marks the instance as draining: /readyz answers 503 while in-flight work finishes. */
   beginShutdown(): void;
+  /** Chat service and embedding backends, for other domains (chatbots, embeddings route). */
+  gateway: Gateway;
+  /** Usage counters, written in batches; flushed when the server closes. */
+  usage: UsageRecorder;
 }
 
 const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
@@ -88,6 +97,22 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   });
   installAuth(server, { keys, limiter, clock, unauthenticatedPerMinute: config.unauthenticatedPerMinute });
 
+  const usageRepo = createUsageRepository(database.db);
+  const usage = createBatchedUsageRecorder({
+    repo: usageRepo,
+    clock,
+    logger,
+    flushIntervalMs: config.usageFlushIntervalMs,
+    maxPendingRows: config.usageFlushMaxRows,
+  });
+  const quota = createTokenQuota({ repo: usageRepo, recorder: usage, clock, ttlMs: 5_000 });
+  const gateway = createGateway({ config: config.gateway, usage, quota, logger, clock });
+  // In-flight requests finish before onClose hooks run, so their usage is in the last flush.
+  server.addHook('onClose', async () => {
+    await usage.close();
+    await gateway.close();
+  });
+
   await registerDocs(server, version);
   await server.register(
     healthRoutes(
@@ -110,6 +135,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     ),
   );
   await server.register(keysRoutes(keys));
+  await server.register(gatewayRoutes(gateway.service));
 
   await server.ready();
   return {
@@ -118,5 +144,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     beginShutdown: () => {
       shuttingDown = true;
     },
+    gateway,
+    usage,
   };
 }

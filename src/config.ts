@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { GatewayConfigError, loadGatewayConfig, type ResolvedGatewayConfig } from './gateway/providers/config.ts';
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
@@ -24,6 +25,11 @@ export const envSchema = z.object({
   RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: positiveInt.default(60),
   RATE_LIMIT_REDIS_FAILURE: z.enum(['local', 'closed']).default('local'),
   SHUTDOWN_TIMEOUT_MS: positiveInt.default(10_000),
+  RAGPORT_CONFIG: z.string().min(1).optional(),
+  OPENAI_API_KEY: z.string().min(1).optional(),
+  OPENAI_BASE_URL: z.url().optional(),
+  USAGE_FLUSH_INTERVAL_MS: positiveInt.default(1_000),
+  USAGE_FLUSH_MAX_ROWS: positiveInt.default(1_000),
 });
 
 export type Env = z.infer<typeof envSchema>;
@@ -42,6 +48,10 @@ export interface Config {
   unauthenticatedPerMinute: number;
   redisFailureMode: Env['RATE_LIMIT_REDIS_FAILURE'];
   shutdownTimeoutMs: number;
+  /** Providers, aliases and reliability settings from RAGPORT_CONFIG and OPENAI_*. */
+  gateway: ResolvedGatewayConfig;
+  usageFlushIntervalMs: number;
+  usageFlushMaxRows: number;
 }
 
 export class ConfigError extends Error {}
@@ -59,6 +69,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`Invalid configuration:\n${problems.join('\n')}`);
   }
   const e = parsed.data;
+  let gateway: ResolvedGatewayConfig;
+  try {
+    gateway = loadGatewayConfig({
+      configPath: e.RAGPORT_CONFIG,
+      openaiApiKey: e.OPENAI_API_KEY,
+      openaiBaseUrl: e.OPENAI_BASE_URL,
+      env,
+    });
+  } catch (error) {
+    if (error instanceof GatewayConfigError) throw new ConfigError(`Invalid configuration:\n  ${error.message}`);
+    throw error;
+  }
   return {
     port: e.PORT,
     host: e.HOST,
@@ -73,5 +95,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     unauthenticatedPerMinute: e.RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE,
     redisFailureMode: e.RATE_LIMIT_REDIS_FAILURE,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+    gateway,
+    usageFlushIntervalMs: e.USAGE_FLUSH_INTERVAL_MS,
+    usageFlushMaxRows: e.USAGE_FLUSH_MAX_ROWS,
   };
 }
