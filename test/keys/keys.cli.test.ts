@@ -35,15 +35,7 @@ const keys = async (...args: string[]) => {
 
 describe('npm run keys', () => {
   it('creates, lists, rotates and revokes keys', async () => {
-    const { out: created, stderr } = await keys(
-      'create',
-      '--name',
-      'ops',
-      '--scopes',
-      'read,chat',
-      '--tier',
-      'premium',
-    );
+    const { out: created, stderr } = await keys('create', '--name', 'ops', '--scopes', 'read,chat', '--tier', 'premium');
     expect(created.key).toMatch(/^rpk_/);
     expect(created).toMatchObject({ name: 'ops', scopes: ['read', 'chat'], tier: 'premium' });
     expect(stderr).toContain('shown only once');
