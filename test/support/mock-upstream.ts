@@ -15,7 +15,7 @@ export type Fault =
   | { kind: 'reset' }
   /** Streams `afterChunks` chunks, then destroys the connection. */
   | { kind: 'reset-mid-stream'; afterChunks: number }
-  /** Streams `afterChunks` chunks, then an event that is not JSON. */
+  /** Streams `afterChunks` chunks, then an event that is not JSON (a plain completion: a truncated body). */
   | { kind: 'malformed-sse'; afterChunks: number }
   /** Streams `afterChunks` chunks, then `data: {"error": ...}`. */
   | { kind: 'error-event'; afterChunks: number; message?: string };
@@ -51,6 +51,8 @@ export interface ReceivedRequest {
   /** The client closed the connection before the response was complete. */
   aborted: boolean;
   finished: boolean;
+  /** Every byte of the response body the mock wrote. */
+  sent: string;
 }
 
 export interface MockUpstream {
@@ -192,14 +194,20 @@ export async function startMockUpstream(options: MockUpstreamOptions = {}): Prom
         setTimeout(step, interval);
       }
     };
-    if (cut >= 0 && interval === 0) {
-      res.write(events.slice(0, cut).join(''));
+    if (cut > 0 && interval === 0) {
+      // The fault comes once the events before it have surely reached the client.
       i = cut;
+      res.write(events.slice(0, cut).join(''), () => setTimeout(step, 10));
+      return;
     }
     step();
   };
 
-  const complete = (res: ServerResponse, body: Record<string, unknown>) => {
+  const complete = (res: ServerResponse, body: Record<string, unknown>, fault: Fault | undefined) => {
+    if (fault?.kind === 'malformed-sse') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return res.end('{"id": "broken", "choices": [');
+    }
     const n = settings.completionTokens;
     const prompt = promptTokens(body);
     let content = '';
@@ -234,29 +242,12 @@ export async function startMockUpstream(options: MockUpstreamOptions = {}): Prom
     json(res, 200, { object: 'list', data, model: body.model, usage: { prompt_tokens: tokens, total_tokens: tokens } });
   };
 
-  const handle = (req: IncomingMessage, res: ServerResponse, raw: string) => {
-    const path = (req.url ?? '/').split('?')[0] ?? '/';
-    let body: Record<string, unknown> | undefined;
-    try {
-      body = raw === '' ? undefined : (JSON.parse(raw) as Record<string, unknown>);
-    } catch {
-      return error(res, 400, 'body is not JSON');
-    }
-    if (settings.record) {
-      const entry: ReceivedRequest = {
-        method: req.method ?? '',
-        path,
-        headers: req.headers,
-        body,
-        aborted: false,
-        finished: false,
-      };
-      requests.push(entry);
-      res.once('close', () => {
-        entry.finished = res.writableFinished;
-        entry.aborted = !res.writableFinished;
-      });
-    }
+  const handle = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    path: string,
+    body: Record<string, unknown> | undefined,
+  ) => {
     if (settings.apiKey !== undefined && req.headers.authorization !== `Bearer ${settings.apiKey}`) {
       return error(res, 401, 'Incorrect API key provided', 'invalid_api_key');
     }
@@ -273,7 +264,8 @@ export async function startMockUpstream(options: MockUpstreamOptions = {}): Prom
     if (!settings.models.includes(String(body.model))) {
       return error(res, 404, `The model '${String(body.model)}' does not exist`, 'model_not_found');
     }
-    if (path === '/v1/chat/completions') return body.stream === true ? stream(res, body, fault) : complete(res, body);
+    if (path === '/v1/chat/completions')
+      return body.stream === true ? stream(res, body, fault) : complete(res, body, fault);
     if (path === '/v1/embeddings') return embeddings(res, body);
     return error(res, 404, `no route ${req.method} ${path}`);
   };
@@ -283,8 +275,41 @@ export async function startMockUpstream(options: MockUpstreamOptions = {}): Prom
     req.setEncoding('utf8');
     req.on('data', (piece: string) => (raw += piece));
     req.on('end', () => {
-      if (settings.latencyMs > 0) setTimeout(() => handle(req, res, raw), settings.latencyMs);
-      else handle(req, res, raw);
+      const path = (req.url ?? '/').split('?')[0] ?? '/';
+      let body: Record<string, unknown> | undefined;
+      try {
+        body = raw === '' ? undefined : (JSON.parse(raw) as Record<string, unknown>);
+      } catch {
+        return error(res, 400, 'body is not JSON');
+      }
+      if (settings.record) {
+        const entry: ReceivedRequest = {
+          method: req.method ?? '',
+          path,
+          headers: req.headers,
+          body,
+          aborted: false,
+          finished: false,
+          sent: '',
+        };
+        requests.push(entry);
+        const write = res.write.bind(res) as (chunk: string, done?: () => void) => boolean;
+        res.write = ((chunk: string, done?: () => void) => {
+          entry.sent += chunk;
+          return write(chunk, done);
+        }) as typeof res.write;
+        const end = res.end.bind(res) as (chunk?: string) => ServerResponse;
+        res.end = ((chunk?: string) => {
+          if (typeof chunk === 'string') entry.sent += chunk;
+          return end(chunk);
+        }) as typeof res.end;
+        res.once('close', () => {
+          entry.finished = res.writableFinished;
+          entry.aborted = !res.writableFinished;
+        });
+      }
+      if (settings.latencyMs > 0) setTimeout(() => handle(req, res, path, body), settings.latencyMs);
+      else handle(req, res, path, body);
     });
   });
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve));
