@@ -187,12 +187,13 @@ export async function startMockUpstream(options: MockUpstreamOptions = {}): Prom
         res.end(events.join(''));
         return;
       }
-      const event = events[i++] as string;
-      if (i === events.length) res.end(event);
-      else {
-        res.write(event);
-        setTimeout(step, interval);
+      // Tokens are paced; the finish, usage and [DONE] events follow the last token at once.
+      if (i >= n) {
+        res.end(events.slice(i).join(''));
+        return;
       }
+      res.write(events[i++] as string);
+      setTimeout(step, interval);
     };
     if (cut > 0 && interval === 0) {
       // The fault comes once the events before it have surely reached the client.

@@ -1,0 +1,55 @@
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { buildApp } from '../../src/app.ts';
+import { loadConfig } from '../../src/config.ts';
+import { openPglite, openPostgres } from '../../src/db/client.ts';
+import { gatewayConfigFrom } from '../../src/gateway/providers/config.ts';
+import { createMemoryStore } from '../../src/ratelimit/memory.store.ts';
+
+/**
+ * ragport as deployed by default (request log at info, auth, rate limits, usage accounting),
+ * over PGlite in memory or a PostgreSQL server, with one provider: the mock upstream.
+ */
+const upstream = process.env.BENCH_UPSTREAM_URL;
+if (upstream === undefined) throw new Error('BENCH_UPSTREAM_URL is required');
+const adminKey = 'bench_admin_key_0123456789abcdefghijklmnop';
+// BENCH_DATABASE_URL: a PostgreSQL server (as deployed at scale); otherwise PGlite in memory.
+const databaseUrl = process.env.BENCH_DATABASE_URL;
+const database = databaseUrl ? openPostgres({ url: databaseUrl, poolSize: 10 }) : await openPglite();
+await database.migrate();
+const limiter = createMemoryStore();
+// The request log is written and thrown away, so its cost is in the numbers.
+const sink = new Writable({ write: (_chunk, _encoding, done) => done() });
+const app = await buildApp({
+  config: {
+    ...loadConfig({}),
+    adminKey,
+    gateway: gatewayConfigFrom({
+      providers: [{ name: 'mock', base_url: upstream, models: ['mock-chat'], max_connections: 2048 }],
+    }),
+  },
+  database,
+  limiter,
+  logger: pino({ level: 'info' }, sink),
+});
+await app.server.listen({ port: 0, host: '127.0.0.1' });
+const address = app.server.server.address();
+if (address === null || typeof address === 'string') throw new Error('no address');
+const created = await fetch(`http://127.0.0.1:${address.port}/api/v1/keys`, {
+  method: 'POST',
+  headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
+  body: JSON.stringify({
+    name: 'bench',
+    scopes: ['chat'],
+    tier: 'enterprise',
+    rate_limits: { requests_per_minute: 100_000_000, requests_per_hour: 1_000_000_000 },
+  }),
+});
+const { key } = (await created.json()) as { key: string };
+process.on('disconnect', () => {
+  void app.server.close().then(async () => {
+    await database.close();
+    process.exit(0);
+  });
+});
+process.send?.({ port: address.port, key });
