@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { buildApp } from '../../src/app.ts';
@@ -8,14 +11,19 @@ import { createMemoryStore } from '../../src/ratelimit/memory.store.ts';
 
 /**
  * ragport as deployed by default (request log at info, auth, rate limits, usage accounting),
- * over PGlite in memory or a PostgreSQL server, with one provider: the mock upstream.
+ * over the embedded database or a PostgreSQL server, with one provider: the mock upstream.
  */
 const upstream = process.env.BENCH_UPSTREAM_URL;
 if (upstream === undefined) throw new Error('BENCH_UPSTREAM_URL is required');
 const adminKey = 'bench_admin_key_0123456789abcdefghijklmnop';
-// BENCH_DATABASE_URL: a PostgreSQL server (as deployed at scale); otherwise PGlite in memory.
+// BENCH_DATABASE_URL: a PostgreSQL server (as deployed at scale); otherwise the embedded
+// database in a fresh data directory, as `npm start` runs by default.
 const databaseUrl = process.env.BENCH_DATABASE_URL;
-const database = databaseUrl ? openPostgres({ url: databaseUrl, poolSize: 10 }) : await openPglite();
+const dataDir = databaseUrl ? undefined : mkdtempSync(path.join(tmpdir(), 'ragport-bench-'));
+const database =
+  dataDir === undefined
+    ? openPostgres({ url: databaseUrl as string, poolSize: 10 })
+    : await openPglite(path.join(dataDir, 'pg'));
 await database.migrate();
 const limiter = createMemoryStore();
 // The request log is written and thrown away, so its cost is in the numbers.
@@ -49,6 +57,7 @@ const { key } = (await created.json()) as { key: string };
 process.on('disconnect', () => {
   void app.server.close().then(async () => {
     await database.close();
+    if (dataDir !== undefined) rmSync(dataDir, { recursive: true, force: true });
     process.exit(0);
   });
 });

@@ -75,19 +75,23 @@ const chatBody = (stream: boolean) =>
     stream,
   });
 
+/** One chat request to the target: its status and body. */
+async function post(target: Target, stream: boolean): Promise<{ status: number; text: string }> {
+  const response = await fetch(target.origin + target.path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...target.headers },
+    body: chatBody(stream),
+  });
+  return { status: response.status, text: await response.text() };
+}
+
 async function waitReady(target: Target, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     try {
-      const response = await fetch(target.origin + target.path, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', ...target.headers },
-        body: chatBody(false),
-      });
-      const text = await response.text();
-      if (response.status === 200) return true;
-      if (Date.now() + 1_000 > deadline)
-        notes.push(`${target.name}: last answer ${response.status} ${text.slice(0, 200)}`);
+      const { status, text } = await post(target, false);
+      if (status === 200) return true;
+      if (Date.now() + 1_000 > deadline) notes.push(`${target.name}: last answer ${status} ${text.slice(0, 200)}`);
     } catch {
       // not listening yet
     }
@@ -99,14 +103,9 @@ async function waitReady(target: Target, timeoutMs: number): Promise<boolean> {
 /** Whether a streamed request through the target ends with [DONE]. */
 async function streams(target: Target): Promise<boolean> {
   try {
-    const response = await fetch(target.origin + target.path, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', ...target.headers },
-      body: chatBody(true),
-    });
-    const text = await response.text();
-    if (response.status !== 200 || !text.includes('[DONE]')) {
-      notes.push(`${target.name}: streamed request answered ${response.status} ${text.slice(0, 160)}`);
+    const { status, text } = await post(target, true);
+    if (status !== 200 || !text.includes('[DONE]')) {
+      notes.push(`${target.name}: streamed request answered ${status} ${text.slice(0, 160)}`);
       return false;
     }
     return true;
