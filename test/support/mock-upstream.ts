@@ -192,7 +192,7 @@ export async function startMockUpstream(options: MockUpstreamOptions = {}): Prom
         res.end(events.slice(i).join(''));
         return;
       }
-      res.write(events[i++] as string);
+      res.write(events[i++]);
       setTimeout(step, interval);
     };
     if (cut > 0 && interval === 0) {
