@@ -291,10 +291,11 @@ async function main(): Promise<void> {
   const ours = await startRagport(pgUrl ? 'ragport' : 'ragport-pglite', pgUrl);
   const pglite = pgUrl ? await startRagport('ragport-pglite', undefined) : undefined;
   const only = process.env.BENCH_TARGETS?.split(',');
-  const portkey = await startPortkey(mock.url);
-  const litellm = await startLitellm(mock.url);
+  const wanted = (name: string) => only === undefined || only.includes(name);
+  const portkey = wanted('portkey') ? await startPortkey(mock.url) : undefined;
+  const litellm = wanted('litellm') ? await startLitellm(mock.url) : undefined;
   const targets = [direct, ours, pglite, portkey, litellm].filter(
-    (t): t is Target => t !== undefined && (only === undefined || only.includes(t.name)),
+    (t): t is Target => t !== undefined && wanted(t.name),
   );
   const streamTargets: Target[] = [];
   for (const t of targets) {

@@ -1,4 +1,5 @@
-import { Readable } from 'node:stream';
+import { once } from 'node:events';
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type {
@@ -11,13 +12,35 @@ import { renderError } from '../http/errors.ts';
 import { asAppError } from './gateway.errors.ts';
 import { chatCompletionRequest, chatCompletionResponse, modelList } from './gateway.schemas.ts';
 import type { ChatStream, GatewayService } from './gateway.service.ts';
+import type { Usage } from './providers/provider.ts';
 
 const tags = ['chat'];
 
-/** The contract's SSE framing: one `data:` event per chunk, errors in-band, always `[DONE]`. */
-async function* sseFrames(stream: ChatStream, includeUsage: boolean): AsyncGenerator<string> {
+const usageChunk = (last: ChatCompletionChunk, usage: Usage) =>
+  JSON.stringify({
+    id: last.id,
+    object: 'chat.completion.chunk',
+    created: last.created,
+    model: last.model,
+    choices: [],
+    usage: {
+      prompt_tokens: usage.promptTokens,
+      completion_tokens: usage.completionTokens,
+      total_tokens: usage.promptTokens + usage.completionTokens,
+    },
+  });
+
+/**
+ * Writes a started stream in the contract's SSE framing straight to the socket: one `data:`
+ * event per chunk (the upstream's JSON as it came), errors in-band, always `[DONE]`.
+ */
+async function writeSse(res: ServerResponse, stream: ChatStream, includeUsage: boolean): Promise<void> {
   let last: ChatCompletionChunk | undefined;
   let usageSent = false;
+  const write = async (frame: string) => {
+    if (res.destroyed) return;
+    if (!res.write(frame)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
+  };
   try {
     for await (const { raw, chunk } of stream) {
       last = chunk;
@@ -26,28 +49,15 @@ async function* sseFrames(stream: ChatStream, includeUsage: boolean): AsyncGener
         if (!includeUsage && (chunk.choices?.length ?? 0) === 0) continue;
         usageSent = includeUsage;
       }
-      yield `data: ${raw}\n\n`;
+      await write(`data: ${raw}\n\n`);
     }
-    const usage = stream.usage;
-    if (includeUsage && !usageSent && usage !== undefined && last !== undefined) {
-      const counted = {
-        id: last.id,
-        object: 'chat.completion.chunk',
-        created: last.created,
-        model: last.model,
-        choices: [],
-        usage: {
-          prompt_tokens: usage.promptTokens,
-          completion_tokens: usage.completionTokens,
-          total_tokens: usage.promptTokens + usage.completionTokens,
-        },
-      };
-      yield `data: ${JSON.stringify(counted)}\n\n`;
+    if (includeUsage && !usageSent && stream.usage !== undefined && last !== undefined) {
+      await write(`data: ${usageChunk(last, stream.usage)}\n\n`);
     }
   } catch (error) {
-    yield `data: ${JSON.stringify(renderError(asAppError(error), 'structured'))}\n\n`;
+    await write(`data: ${JSON.stringify(renderError(asAppError(error), 'structured'))}\n\n`);
   }
-  yield 'data: [DONE]\n\n';
+  if (!res.destroyed) res.end('data: [DONE]\n\n');
 }
 
 export function gatewayRoutes(gateway: GatewayService) {
@@ -79,12 +89,16 @@ export function gatewayRoutes(gateway: GatewayService) {
         const body = request.body;
         if (body.stream === true) {
           const stream = await gateway.stream(body as unknown as ChatCompletionCreateParamsStreaming, options);
-          const includeUsage = body.stream_options?.include_usage === true;
-          return reply
-            .header('content-type', 'text/event-stream; charset=utf-8')
-            .header('cache-control', 'no-cache')
-            .header('x-accel-buffering', 'no')
-            .send(Readable.from(sseFrames(stream, includeUsage), { objectMode: false }));
+          // From here on the socket is ours: headers already set (request id, rate limits) go first.
+          void reply.hijack();
+          reply.raw.writeHead(200, {
+            ...(reply.getHeaders() as OutgoingHttpHeaders),
+            'content-type': 'text/event-stream; charset=utf-8',
+            'cache-control': 'no-cache',
+            'x-accel-buffering': 'no',
+          });
+          await writeSse(reply.raw, stream, body.stream_options?.include_usage === true);
+          return reply;
         }
         const result = await gateway.complete(body as unknown as ChatCompletionCreateParamsNonStreaming, options);
         // The upstream's bytes, unchanged: a string with a JSON type skips serialization.

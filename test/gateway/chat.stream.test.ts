@@ -42,7 +42,15 @@ describe('streamed chat completions', () => {
     const response = await stream({ stream_options: { include_usage: true } });
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
+    const requestId = response.headers.get('x-request-id');
+    expect(requestId).toMatch(/^req_/);
     const body = await response.text();
+    // The stream is written to the socket directly; the request is still logged once.
+    await mock.waitFor(() => t.logs.some((l) => l.request_id === requestId && l.msg === 'request'));
+    expect(t.logs.find((l) => l.request_id === requestId && l.msg === 'request')).toMatchObject({
+      status: 200,
+      url: '/api/v1/chat/completions',
+    });
     const upstream = mock.requests[0];
     expect(upstream?.body?.stream_options).toEqual({ include_usage: true });
     expect(body).toBe(upstream?.sent);

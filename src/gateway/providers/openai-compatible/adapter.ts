@@ -5,7 +5,7 @@ import type { Model } from 'openai/resources/models';
 import type { ResolvedProvider } from '../config.ts';
 import { UpstreamFailure, type ChatProvider, type StreamEvent, type UpstreamModel } from '../provider.ts';
 import { createUpstreamHttp, failureFrom, statusFailure } from './http.ts';
-import { sseData } from './sse.ts';
+import { createSseParser } from './sse.ts';
 
 type Body = Dispatcher.ResponseData['body'];
 
@@ -55,25 +55,37 @@ export function createOpenAICompatibleProvider(config: ResolvedProvider): ChatPr
     }
   };
 
-  async function* events(body: Body, signal?: AbortSignal): AsyncGenerator<StreamEvent> {
+  /** One stream event from its `data`, or the in-band failure it reports. */
+  const eventOf = (data: string): StreamEvent => {
+    let chunk: ChatCompletionChunk & { error?: { message?: string; code?: string } };
     try {
-      for await (const data of sseData(body)) {
+      chunk = JSON.parse(data) as typeof chunk;
+    } catch (error) {
+      throw protocolFailure('malformed stream event', error);
+    }
+    if (chunk.error !== undefined) {
+      throw new UpstreamFailure({
+        kind: 'status',
+        provider: name,
+        message: chunk.error.message ?? `Provider ${name} failed mid-stream`,
+        ...(chunk.error.code ? { code: chunk.error.code } : {}),
+      });
+    }
+    return { raw: data, chunk };
+  };
+
+  async function* events(body: Body, signal?: AbortSignal): AsyncGenerator<StreamEvent> {
+    const parser = createSseParser();
+    try {
+      for await (const piece of body as AsyncIterable<Buffer>) {
+        for (const data of parser.push(piece)) {
+          if (data === '[DONE]') return;
+          yield eventOf(data);
+        }
+      }
+      for (const data of parser.end()) {
         if (data === '[DONE]') return;
-        let chunk: ChatCompletionChunk & { error?: { message?: string; code?: string; type?: string } };
-        try {
-          chunk = JSON.parse(data) as typeof chunk;
-        } catch (error) {
-          throw protocolFailure('malformed stream event', error);
-        }
-        if (chunk.error !== undefined) {
-          throw new UpstreamFailure({
-            kind: 'status',
-            provider: name,
-            message: chunk.error.message ?? `Provider ${name} failed mid-stream`,
-            ...(chunk.error.code ? { code: chunk.error.code } : {}),
-          });
-        }
-        yield { raw: data, chunk };
+        yield eventOf(data);
       }
     } catch (error) {
       throw failureFrom(name, error, signal);
