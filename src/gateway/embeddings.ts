@@ -40,8 +40,9 @@ export function createEmbeddingBackends({ registry, retry, logger, concurrency =
         const starts: number[] = [];
         for (let start = 0; start < inputs.length; start += batchSize) starts.push(start);
         let next = 0;
+        let failed = false;
         const worker = async () => {
-          while (next < starts.length) {
+          while (next < starts.length && !failed) {
             const start = starts[next++] as number;
             const batch = inputs.slice(start, start + batchSize);
             const result = await withFailover(candidates, (p) => p.embed(target, batch, signal), context(signal));
