@@ -45,7 +45,13 @@ export function createEmbeddingBackends({ registry, retry, logger, concurrency =
           while (next < starts.length && !failed) {
             const start = starts[next++] as number;
             const batch = inputs.slice(start, start + batchSize);
-            const result = await withFailover(candidates, (p) => p.embed(target, batch, signal), context(signal));
+            const result = await withFailover(candidates, (p) => p.embed(target, batch, signal), context(signal)).catch(
+              (error: unknown) => {
+                // One failed batch fails the call: the other workers take no new batch.
+                failed = true;
+                throw error;
+              },
+            );
             for (let i = 0; i < result.vectors.length; i++) vectors[start + i] = result.vectors[i] as number[];
             promptTokens += result.promptTokens > 0 ? result.promptTokens : await countTextTokens(batch);
           }
