@@ -29,6 +29,21 @@ const messages = [
 ];
 
 describe('POST /api/v1/chat/completions', () => {
+  it('never logs the upstream key, even when the upstream fails', async () => {
+    mock.inject({ kind: 'status', status: 500 }, 3);
+    const response = await t.request('/api/v1/chat/completions', {
+      method: 'POST',
+      key: chatKey,
+      json: { model: 'mock-chat', messages },
+    });
+    expect(response.status).toBe(502);
+    expect(t.logs.some((l) => l.msg === 'request failed' || String(l.msg).startsWith('upstream call failed'))).toBe(
+      true,
+    );
+    expect(t.rawLogs()).not.toContain('sk-upstream-secret-123');
+    expect(JSON.stringify(t.app.gateway.providers())).not.toContain('sk-upstream-secret-123');
+  });
+
   it('passes the upstream completion through and forwards fields it does not interpret', async () => {
     const body = {
       model: 'mock-chat',
