@@ -37,10 +37,10 @@ const usageChunk = (last: ChatCompletionChunk, usage: Usage) =>
 async function writeSse(res: ServerResponse, stream: ChatStream, includeUsage: boolean): Promise<void> {
   let last: ChatCompletionChunk | undefined;
   let usageSent = false;
-  const write = async (frame: string) => {
-    if (res.destroyed) return;
-    if (!res.write(frame)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
-  };
+  // Synchronous while the socket keeps up: `write` says whether to wait, so there is no promise
+  // per event unless the client pushes back.
+  const drained = () => Promise.race([once(res, 'drain'), once(res, 'close')]);
+  const write = (frame: string) => !res.destroyed && !res.write(frame);
   try {
     for await (const { raw, chunk } of stream) {
       last = chunk;
@@ -49,13 +49,13 @@ async function writeSse(res: ServerResponse, stream: ChatStream, includeUsage: b
         if (!includeUsage && (chunk.choices?.length ?? 0) === 0) continue;
         usageSent = includeUsage;
       }
-      await write(`data: ${raw}\n\n`);
+      if (write(`data: ${raw}\n\n`)) await drained();
     }
     if (includeUsage && !usageSent && stream.usage !== undefined && last !== undefined) {
-      await write(`data: ${usageChunk(last, stream.usage)}\n\n`);
+      if (write(`data: ${usageChunk(last, stream.usage)}\n\n`)) await drained();
     }
   } catch (error) {
-    await write(`data: ${JSON.stringify(renderError(asAppError(error), 'structured'))}\n\n`);
+    write(`data: ${JSON.stringify(renderError(asAppError(error), 'structured'))}\n\n`);
   }
   if (!res.destroyed) res.end('data: [DONE]\n\n');
 }
