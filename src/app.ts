@@ -5,6 +5,8 @@ import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import type { Database } from './db/client.ts';
 import { randomBase62 } from './db/ids.ts';
+import { createGateway, type Gateway } from './gateway/gateway.ts';
+import { gatewayRoutes } from './gateway/gateway.routes.ts';
 import { healthRoutes } from './health/health.routes.ts';
 import { installAuth } from './http/auth.ts';
 import { installErrorHandling } from './http/error-handler.ts';
@@ -30,10 +32,12 @@ import { anyTool } from './tools/tool.types.ts';
 import { createToolRegistry } from './tools/tools.registry.ts';
 import { toolsRoutes } from './tools/tools.routes.ts';
 import { createWebSearchTool } from './tools/web-search/tool.ts';
-import { createUsageRecorder } from './usage/usage.recorder.ts';
 import { ragSearchTool } from './retrieval/rag-search.tool.ts';
 import { createRetrievalRepository } from './retrieval/retrieval.repository.ts';
 import { createRetrievalService } from './retrieval/retrieval.service.ts';
+import { createTokenQuota } from './usage/quota.ts';
+import { createBatchedUsageRecorder, type UsageRecorder } from './usage/usage.recorder.ts';
+import { createUsageRepository } from './usage/usage.repository.ts';
 
 export interface AppDeps {
   config: Config;
@@ -52,6 +56,10 @@ export interface App {
   worker: IngestionWorker | undefined;
   /** Marks the instance as draining: /readyz answers 503 while in-flight work finishes. */
   beginShutdown(): void;
+  /** Chat service and embedding backends, for other domains (chatbots, embeddings route). */
+  gateway: Gateway;
+  /** Usage counters, written in batches; flushed when the server closes. */
+  usage: UsageRecorder;
 }
 
 const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
@@ -111,6 +119,22 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   });
   installAuth(server, { keys, limiter, clock, unauthenticatedPerMinute: config.unauthenticatedPerMinute });
 
+  const usageRepo = createUsageRepository(database.db);
+  const usage = createBatchedUsageRecorder({
+    repo: usageRepo,
+    clock,
+    logger,
+    flushIntervalMs: config.usageFlushIntervalMs,
+    maxPendingRows: config.usageFlushMaxRows,
+  });
+  const quota = createTokenQuota({ repo: usageRepo, recorder: usage, clock, ttlMs: 5_000 });
+  const gateway = createGateway({ config: config.gateway, usage, quota, logger, clock });
+  // In-flight requests finish before onClose hooks run, so their usage is in the last flush.
+  server.addHook('onClose', async () => {
+    await usage.close();
+    await gateway.close();
+  });
+
   await registerDocs(server, version);
   // Starts probing the Python sandbox now, so start-up logs and /readyz say whether it works.
   const codeExecution = createCodeExecution({ config: config.codeExecution, dataDir: config.dataDir, logger });
@@ -144,8 +168,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     ),
   );
   await server.register(keysRoutes(keys));
+  await server.register(gatewayRoutes(gateway.service));
 
-  const usage = createUsageRecorder(database.db, logger);
   const jobs = createJobsRepository(database.db);
   const worker =
     config.ingestionConcurrency > 0
@@ -170,7 +194,9 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   });
   await server.register(collectionsRoutes(collections));
   await server.register(documentsRoutes(documents, config.uploadLimitBytes));
-  await server.register(embeddingsRoutes(createEmbeddingsService({ registry: embeddings, usage })));
+  await server.register(
+    embeddingsRoutes(createEmbeddingsService({ registry: embeddings, usage, upstream: gateway.embeddingBackend })),
+  );
   const retrieval = createRetrievalService({
     repo: createRetrievalRepository(database.db),
     collections,
@@ -186,7 +212,6 @@ export async function buildApp(deps: AppDeps): Promise<App> {
 
   server.addHook('onClose', async () => {
     await worker?.stop();
-    await usage.close();
     await codeExecution.settled();
   });
 
@@ -199,5 +224,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     beginShutdown: () => {
       shuttingDown = true;
     },
+    gateway,
+    usage,
   };
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { GatewayConfigError, loadGatewayConfig, type ResolvedGatewayConfig } from './gateway/providers/config.ts';
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
@@ -66,6 +67,11 @@ export const envSchema = z.object({
     .min(1000)
     .max(2 ** 31 - 100_000)
     .default(61_000),
+  RAGPORT_CONFIG: z.string().min(1).optional(),
+  OPENAI_API_KEY: z.string().min(1).optional(),
+  OPENAI_BASE_URL: z.url().optional(),
+  USAGE_FLUSH_INTERVAL_MS: positiveInt.default(1_000),
+  USAGE_FLUSH_MAX_ROWS: positiveInt.default(1_000),
 });
 
 export type Env = z.infer<typeof envSchema>;
@@ -100,6 +106,10 @@ export interface Config {
     exactBelow: number;
     efSearch: number;
   };
+  /** Providers, aliases and reliability settings from RAGPORT_CONFIG and OPENAI_*. */
+  gateway: ResolvedGatewayConfig;
+  usageFlushIntervalMs: number;
+  usageFlushMaxRows: number;
   webSearch: WebSearchConfig;
   codeExecution: CodeExecutionConfig;
 }
@@ -144,6 +154,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const configured = { brave: e.BRAVE_SEARCH_API_KEY, searxng: e.SEARXNG_URL, tavily: e.TAVILY_API_KEY };
   if (chosen && !configured[chosen]) {
     throw new ConfigError(`Invalid configuration:\n  WEB_SEARCH_PROVIDER: ${chosen} is selected but not configured`);
+  }
+  let gateway: ResolvedGatewayConfig;
+  try {
+    gateway = loadGatewayConfig({
+      configPath: e.RAGPORT_CONFIG,
+      openaiApiKey: e.OPENAI_API_KEY,
+      openaiBaseUrl: e.OPENAI_BASE_URL,
+      env,
+    });
+  } catch (error) {
+    if (error instanceof GatewayConfigError) throw new ConfigError(`Invalid configuration:\n  ${error.message}`);
+    throw error;
   }
   return {
     port: e.PORT,
@@ -191,5 +213,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       python: e.CODE_EXECUTION_PYTHON,
       uidBase: e.CODE_EXECUTION_SANDBOX_UID_BASE,
     },
+    gateway,
+    usageFlushIntervalMs: e.USAGE_FLUSH_INTERVAL_MS,
+    usageFlushMaxRows: e.USAGE_FLUSH_MAX_ROWS,
   };
 }

@@ -137,7 +137,7 @@ for (const size of sizes) {
 console.log('\nchunks    load s  dense p50/p99 ms   hybrid p50/p99 ms   recall@10 (ANN vs exact)');
 for (const r of rows) {
   console.log(
-    `${String(r.chunks).padStart(8)}  ${String(r.load_s).padStart(6)}  ${String(r.dense_p50_ms).padStart(6)} / ${String(r.dense_p99_ms).padEnd(8)}  ${String(r.hybrid_p50_ms).padStart(6)} / ${String(r.hybrid_p99_ms).padEnd(8)}  ${r.recall_at_10}`,
+    `${String(r.chunks).padStart(8)}  ${String(r.load_s).padStart(6)}  ${String(r.dense_p50_ms).padStart(6)} / ${String(r.dense_p99_ms).padEnd(8)}  ${String(r.hybrid_p50_ms).padStart(6)} / ${String(r.hybrid_p99_ms).padEnd(8)}  ${String(r.recall_at_10)}`,
   );
 }
 console.log(

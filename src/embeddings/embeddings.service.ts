@@ -1,6 +1,7 @@
 import { AppError } from '../http/errors.ts';
 import type { EmbeddingsBody, EmbeddingsResponse } from './embeddings.schemas.ts';
 import { MAX_TOTAL_CHARS } from './embeddings.schemas.ts';
+import type { EmbeddingBackend } from '../gateway/embeddings.ts';
 import type { EmbeddingRegistry } from './registry.ts';
 
 export interface UsageSink {
@@ -14,7 +15,27 @@ function toBase64(vector: Float32Array): string {
   return bytes.toString('base64');
 }
 
-export function createEmbeddingsService(deps: { registry: EmbeddingRegistry; usage: UsageSink }) {
+export interface EmbeddingsServiceDeps {
+  registry: EmbeddingRegistry;
+  usage: UsageSink;
+  /** Upstream providers from the gateway: a model one of them serves goes there. */
+  upstream?: (model: string) => Promise<EmbeddingBackend | undefined>;
+}
+
+function respond(body: EmbeddingsBody, vectors: Float32Array[], promptTokens: number): EmbeddingsResponse {
+  return {
+    object: 'list',
+    data: vectors.map((v, index) => ({
+      object: 'embedding',
+      embedding: body.encoding_format === 'base64' ? toBase64(v) : Array.from(v),
+      index,
+    })),
+    model: body.model,
+    usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
+  };
+}
+
+export function createEmbeddingsService(deps: EmbeddingsServiceDeps) {
   return {
     async create(
       keyId: string,
@@ -30,6 +51,23 @@ export function createEmbeddingsService(deps: { registry: EmbeddingRegistry; usa
           param: 'input',
         });
       }
+      // Local models by their own names first; then an upstream serving the name (OpenAI's names
+      // included); only then are OpenAI's names aliases of the local default.
+      if (!deps.registry.isLocal(body.model)) {
+        const upstream = await deps.upstream?.(body.model);
+        if (upstream) {
+          const { vectors, promptTokens } = await upstream.embed(inputs, signal);
+          deps.usage.record({ keyId, model: body.model, promptTokens, completionTokens: 0 });
+          return {
+            resolvedModel: upstream.model,
+            response: respond(
+              body,
+              vectors.map((v) => Float32Array.from(v)),
+              promptTokens,
+            ),
+          };
+        }
+      }
       const resolved = deps.registry.resolve(body.model);
       if (!resolved.ok) {
         throw new AppError({
@@ -40,19 +78,7 @@ export function createEmbeddingsService(deps: { registry: EmbeddingRegistry; usa
       }
       const { vectors, promptTokens } = await resolved.model.embed(inputs, { priority: 'interactive', signal });
       deps.usage.record({ keyId, model: body.model, promptTokens, completionTokens: 0 });
-      return {
-        resolvedModel: resolved.model.name,
-        response: {
-          object: 'list',
-          data: vectors.map((v, index) => ({
-            object: 'embedding',
-            embedding: body.encoding_format === 'base64' ? toBase64(v) : Array.from(v),
-            index,
-          })),
-          model: body.model,
-          usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
-        },
-      };
+      return { resolvedModel: resolved.model.name, response: respond(body, vectors, promptTokens) };
     },
   };
 }

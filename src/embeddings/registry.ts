@@ -8,6 +8,8 @@ export type Resolution =
   | { ok: false; reason: 'unknown' | 'unavailable'; message: string };
 
 export interface EmbeddingRegistry {
+  /** Whether the name is one of the local models (not an alias). */
+  isLocal(name: string): boolean;
   /** Maps a requested model name to the model that embeds with it. */
   resolve(name: string): Resolution;
   /** The model a collection recorded at creation, by its resolved name and provider. */
@@ -39,6 +41,7 @@ export function createEmbeddingRegistry(options: RegistryOptions): EmbeddingRegi
   };
 
   return {
+    isLocal: (name) => options.local.has(name),
     resolve(name) {
       if (options.local.has(name)) return fromLocal(name, name);
       const upstream = options.upstream?.(name);

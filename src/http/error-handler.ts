@@ -104,10 +104,12 @@ export function installErrorHandling(app: FastifyInstance): void {
     const appError = toAppError(error);
     if (appError.status >= 500) request.log.error({ err: error }, 'request failed');
     if (appError.headers) void reply.headers(appError.headers);
+    const body = renderError(appError, familyOf(request));
+    // An upstream's code is outside our enum, so the documented schema would refuse it: sent as is.
     return reply
       .code(appError.status)
       .type('application/json; charset=utf-8')
-      .send(renderError(appError, familyOf(request)));
+      .send(appError.upstream ? JSON.stringify(body) : body);
   });
 
   app.setNotFoundHandler((request, reply) => {

@@ -43,6 +43,8 @@ export interface AppErrorOptions {
   extra?: Record<string, string>;
   headers?: Record<string, string>;
   cause?: unknown;
+  /** An upstream provider's 4xx passed through: its status, type and code replace the code's. */
+  upstream?: { status: number; type: string; code: string };
 }
 
 export class AppError extends Error {
@@ -50,6 +52,7 @@ export class AppError extends Error {
   readonly param: string | undefined;
   readonly extra: Record<string, string> | undefined;
   readonly headers: Record<string, string> | undefined;
+  readonly upstream: AppErrorOptions['upstream'];
 
   constructor(options: AppErrorOptions) {
     super(options.message, { cause: options.cause });
@@ -58,14 +61,20 @@ export class AppError extends Error {
     this.param = options.param;
     this.extra = options.extra;
     this.headers = options.headers;
+    this.upstream = options.upstream;
   }
 
   get status(): number {
-    return errorCodes[this.code].status;
+    return this.upstream?.status ?? errorCodes[this.code].status;
   }
 
   get type(): string {
-    return errorCodes[this.code].type;
+    return this.upstream?.type ?? errorCodes[this.code].type;
+  }
+
+  /** The code the client sees: ours, or the upstream's when passed through. */
+  get reportedCode(): string {
+    return this.upstream?.code ?? this.code;
   }
 }
 
@@ -90,7 +99,7 @@ export function renderError(error: AppError, family: ErrorFamily): ErrorBody {
   if (family === 'simple' && !alwaysStructured.has(error.status)) {
     return { ...error.extra, error: message };
   }
-  const body: StructuredErrorBody = { error: { message, type: error.type, code: error.code } };
+  const body: StructuredErrorBody = { error: { message, type: error.type, code: error.reportedCode } };
   if (error.param !== undefined) body.error.param = error.param;
   return body;
 }

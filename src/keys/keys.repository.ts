@@ -30,6 +30,13 @@ export interface UsageRow {
 
 export function createKeysRepository(db: Db) {
   const live = (id: string) => and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt));
+  // Every authenticated request runs this one: built once, and prepared once per connection.
+  const byHash = db
+    .select()
+    .from(apiKeys)
+    .where(eq(apiKeys.secretHash, sql.placeholder('secretHash')))
+    .limit(1)
+    .prepare('api_key_by_hash');
 
   return {
     async insert(row: NewKeyRow): Promise<ApiKeyRow> {
@@ -40,7 +47,7 @@ export function createKeysRepository(db: Db) {
 
     /** The key with this secret hash, revoked or not: the caller tells the two apart. */
     async findByHash(secretHash: string): Promise<ApiKeyRow | undefined> {
-      const [row] = await db.select().from(apiKeys).where(eq(apiKeys.secretHash, secretHash)).limit(1);
+      const [row] = await byHash.execute({ secretHash });
       return row;
     },
 

@@ -1,111 +1,144 @@
-import { sql } from 'drizzle-orm';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import type { Db } from '../db/client.ts';
+import type { UsageDelta, UsageRepository } from './usage.repository.ts';
 
-export interface UsageEntry {
+export interface UsageEvent {
   keyId: string;
   model: string;
   promptTokens: number;
   completionTokens: number;
 }
 
+/** Where served requests are counted. `record` never waits and never throws. */
 export interface UsageRecorder {
-  /** Counts one request; never waits for the database. */
-  record(entry: UsageEntry): void;
-  /** Writes everything counted so far. */
+  record(event: UsageEvent): void;
+  /** Tokens this process recorded for the key since it started, written or not. */
+  tokensRecorded(keyId: string): number;
+  /** Tokens recorded for the key and not yet in the database. */
+  tokensPending(keyId: string): number;
+  /** Writes everything recorded so far; rejects if the write fails (the counts stay queued). */
   flush(): Promise<void>;
+  /** Stops the timer and writes what is left, retrying a few times. */
   close(): Promise<void>;
 }
 
-interface Pending {
-  keyId: string;
-  day: string;
-  model: string;
-  requests: number;
-  promptTokens: number;
-  completionTokens: number;
+export interface BatchedRecorderOptions {
+  repo: Pick<UsageRepository, 'add'>;
+  clock: () => number;
+  logger: Logger;
+  /** Write at least this often while there is something to write. */
+  flushIntervalMs: number;
+  /** Write as soon as this many (key, day, model) rows are waiting. */
+  maxPendingRows: number;
 }
 
-/**
- * Aggregates usage in memory per key, day and model and upserts it in one statement every
- * `intervalMs`. A failed write keeps the counts for the next attempt; close() writes the rest.
- */
-export function createUsageRecorder(
-  db: Db,
-  logger: Logger,
-  options: { intervalMs?: number; clock?: () => number } = {},
-): UsageRecorder {
-  const clock = options.clock ?? Date.now;
-  let pending = new Map<string, Pending>();
-  let flushing: Promise<void> = Promise.resolve();
+const DAY_MS = 86_400_000;
 
-  const write = async (batch: Map<string, Pending>) => {
-    if (batch.size === 0) return;
-    const rows = [...batch.values()];
-    const values = sql.join(
-      rows.map(
-        (r) => sql`(${r.keyId}, ${r.day}::date, ${r.model}, ${r.requests}, ${r.promptTokens}, ${r.completionTokens})`,
-      ),
-      sql`, `,
-    );
-    await db.execute(sql`
-      insert into usage_daily (key_id, day, model, requests, prompt_tokens, completion_tokens)
-      values ${values}
-      on conflict (key_id, day, model) do update set
-        requests = usage_daily.requests + excluded.requests,
-        prompt_tokens = usage_daily.prompt_tokens + excluded.prompt_tokens,
-        completion_tokens = usage_daily.completion_tokens + excluded.completion_tokens`);
+/**
+ * Counts in memory per (key, UTC day, model) and writes them in one upsert every
+ * `flushIntervalMs` or `maxPendingRows`: no database round trip on the request path. A failed
+ * write puts its counts back and is retried with the next one.
+ */
+export function createBatchedUsageRecorder(options: BatchedRecorderOptions): UsageRecorder {
+  const { repo, clock, logger } = options;
+  let pending = new Map<string, UsageDelta>();
+  const recorded = new Map<string, number>();
+  const waiting = new Map<string, number>();
+  let dayEnd = 0;
+  let day = '';
+  let chain: Promise<void> = Promise.resolve();
+  let queued = false;
+  let closed = false;
+
+  const currentDay = (now: number): string => {
+    if (now >= dayEnd || now < dayEnd - DAY_MS) {
+      const start = now - (now % DAY_MS);
+      day = new Date(start).toISOString().slice(0, 10);
+      dayEnd = start + DAY_MS;
+    }
+    return day;
   };
 
-  const merge = (into: Map<string, Pending>, from: Map<string, Pending>) => {
-    for (const [key, p] of from) {
-      const existing = into.get(key);
-      if (existing) {
-        existing.requests += p.requests;
-        existing.promptTokens += p.promptTokens;
-        existing.completionTokens += p.completionTokens;
-      } else into.set(key, p);
+  const merge = (delta: UsageDelta) => {
+    const id = `${delta.keyId}\u0000${delta.day}\u0000${delta.model}`;
+    const row = pending.get(id);
+    if (row === undefined) pending.set(id, { ...delta });
+    else {
+      row.requests += delta.requests;
+      row.promptTokens += delta.promptTokens;
+      row.completionTokens += delta.completionTokens;
     }
   };
 
-  const flush = () => {
-    flushing = flushing.then(async () => {
-      const batch = pending;
-      pending = new Map();
-      try {
-        await write(batch);
-      } catch (error) {
-        logger.warn({ err: error, rows: batch.size }, 'usage flush failed; will retry');
-        merge(pending, batch);
-      }
-    });
-    return flushing;
+  const write = async (): Promise<void> => {
+    queued = false;
+    if (pending.size === 0) return;
+    const batch = [...pending.values()];
+    pending = new Map();
+    try {
+      await repo.add(batch);
+    } catch (error) {
+      for (const delta of batch) merge(delta);
+      logger.error({ err: error, rows: batch.length }, 'usage flush failed; counts kept for the next flush');
+      throw error;
+    }
+    for (const delta of batch) {
+      const left = (waiting.get(delta.keyId) ?? 0) - delta.promptTokens - delta.completionTokens;
+      if (left > 0) waiting.set(delta.keyId, left);
+      else waiting.delete(delta.keyId);
+    }
   };
 
-  const timer = setInterval(() => void flush(), options.intervalMs ?? 1_000);
+  const flush = (): Promise<void> => {
+    const next = chain.then(write);
+    chain = next.catch(() => undefined);
+    return next;
+  };
+
+  const background = () => {
+    if (queued) return;
+    queued = true;
+    flush().catch(() => undefined);
+  };
+
+  const timer = setInterval(() => {
+    if (pending.size > 0) background();
+  }, options.flushIntervalMs);
   timer.unref();
 
   return {
-    record(entry) {
-      const day = new Date(clock()).toISOString().slice(0, 10);
-      const key = `${entry.keyId}\u0000${day}\u0000${entry.model}`;
-      const p = pending.get(key) ?? {
-        keyId: entry.keyId,
-        day,
-        model: entry.model,
-        requests: 0,
-        promptTokens: 0,
-        completionTokens: 0,
-      };
-      p.requests += 1;
-      p.promptTokens += entry.promptTokens;
-      p.completionTokens += entry.completionTokens;
-      pending.set(key, p);
+    record(event) {
+      const tokens = event.promptTokens + event.completionTokens;
+      recorded.set(event.keyId, (recorded.get(event.keyId) ?? 0) + tokens);
+      waiting.set(event.keyId, (waiting.get(event.keyId) ?? 0) + tokens);
+      merge({
+        keyId: event.keyId,
+        day: currentDay(clock()),
+        model: event.model,
+        requests: 1,
+        promptTokens: event.promptTokens,
+        completionTokens: event.completionTokens,
+      });
+      if (closed || pending.size >= options.maxPendingRows) background();
     },
+    tokensRecorded: (keyId) => recorded.get(keyId) ?? 0,
+    tokensPending: (keyId) => waiting.get(keyId) ?? 0,
     flush,
     async close() {
+      closed = true;
       clearInterval(timer);
-      await flush();
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await flush();
+          return;
+        } catch (error) {
+          if (attempt >= 5) {
+            logger.error({ err: error, rows: [...pending.values()] }, 'usage counts could not be written at close');
+            return;
+          }
+          await sleep(200 * attempt);
+        }
+      }
     },
   };
 }

@@ -3,6 +3,7 @@ import { pino } from 'pino';
 import { buildApp, type App } from '../../src/app.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import type { Database } from '../../src/db/client.ts';
+import { gatewayConfigFrom } from '../../src/gateway/providers/config.ts';
 import { randomBase62 } from '../../src/db/ids.ts';
 import type { Clock } from '../../src/keys/keys.service.ts';
 import { createMemoryStore } from '../../src/ratelimit/memory.store.ts';
@@ -15,6 +16,8 @@ export interface TestAppOptions {
   limiter?: RateLimitStore;
   clock?: Clock;
   config?: Partial<Config>;
+  /** Gateway providers and settings, as in the RAGPORT_CONFIG file (keys given directly). */
+  gateway?: Parameters<typeof gatewayConfigFrom>[0];
 }
 
 export interface TestApp {
@@ -40,6 +43,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     ...loadConfig({}),
     adminKey,
     logLevel: 'info',
+    ...(options.gateway ? { gateway: gatewayConfigFrom(options.gateway) } : {}),
     ...options.config,
   };
   let raw = '';

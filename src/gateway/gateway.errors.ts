@@ -1,0 +1,49 @@
+import { AppError } from '../http/errors.ts';
+import { UpstreamFailure } from './providers/provider.ts';
+
+/**
+ * An upstream failure as the client sees it: a client error (4xx) keeps the upstream's status,
+ * message and code; timeouts are 504; everything else, after retries and failover, 502.
+ */
+export function toClientError(failure: UpstreamFailure): AppError {
+  const { status, kind, provider } = failure;
+  if (kind === 'timeout') {
+    return new AppError({ code: 'upstream_timeout', message: `Provider ${provider} timed out`, cause: failure });
+  }
+  if (kind === 'status' && status !== undefined && status >= 400 && status < 500 && status !== 401 && status !== 403) {
+    const rateLimited = status === 429;
+    const headers =
+      rateLimited && failure.retryAfterMs !== undefined
+        ? { 'retry-after': String(Math.max(1, Math.ceil(failure.retryAfterMs / 1000))) }
+        : undefined;
+    return new AppError({
+      code: rateLimited ? 'rate_limit_exceeded' : 'invalid_value',
+      message: failure.message,
+      upstream: {
+        status,
+        type: rateLimited ? 'rate_limit_error' : 'invalid_request_error',
+        code: failure.code ?? (rateLimited ? 'rate_limit_exceeded' : 'invalid_value'),
+      },
+      ...(headers ? { headers } : {}),
+      cause: failure,
+    });
+  }
+  const detail =
+    kind === 'status'
+      ? status === undefined
+        ? 'failed'
+        : `answered HTTP ${status}`
+      : kind === 'protocol'
+        ? 'sent an invalid response'
+        : kind === 'aborted'
+          ? 'request was aborted'
+          : 'is unreachable';
+  return new AppError({ code: 'upstream_error', message: `Provider ${provider} ${detail}`, cause: failure });
+}
+
+/** Anything a gateway call threw, as an AppError. */
+export function asAppError(error: unknown): AppError {
+  if (error instanceof AppError) return error;
+  if (error instanceof UpstreamFailure) return toClientError(error);
+  return new AppError({ code: 'internal_error', message: 'Internal server error', cause: error });
+}

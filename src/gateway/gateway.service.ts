@@ -1,0 +1,201 @@
+import type {
+  ChatCompletion,
+  ChatCompletionChunk,
+  ChatCompletionCreateParamsNonStreaming,
+  ChatCompletionCreateParamsStreaming,
+} from 'openai/resources/chat/completions';
+import type { Logger } from 'pino';
+import { AppError } from '../http/errors.ts';
+import type { TokenQuota } from '../usage/quota.ts';
+import type { UsageRecorder } from '../usage/usage.recorder.ts';
+import { asAppError } from './gateway.errors.ts';
+import type { StreamEvent, Usage } from './providers/provider.ts';
+import type { Registry } from './registry.ts';
+import { withFailover, type Candidate, type RetryPolicy } from './reliability.ts';
+import { countPromptTokens, countTextTokens } from './tokens.ts';
+
+/** Who is calling, for quotas and usage accounting. */
+export interface Caller {
+  keyId: string;
+  tokensPerMonth: number | null;
+}
+
+export interface CallOptions {
+  signal?: AbortSignal;
+  caller?: Caller;
+}
+
+export interface CompletionResult {
+  /** The upstream's JSON, unchanged. */
+  body: string;
+  completion: ChatCompletion;
+  provider: string;
+  usage: Usage;
+}
+
+/** A started stream: iterate for events; `usage` is known once the iteration ended. */
+export interface ChatStream extends AsyncIterable<StreamEvent> {
+  readonly provider: string;
+  readonly usage: Usage | undefined;
+}
+
+export interface GatewayServiceDeps {
+  registry: Registry;
+  retry: RetryPolicy;
+  usage: UsageRecorder;
+  quota: TokenQuota;
+  logger: Logger;
+}
+
+function completionText(completion: ChatCompletion): string[] {
+  const texts: string[] = [];
+  for (const choice of completion.choices ?? []) {
+    if (typeof choice.message?.content === 'string') texts.push(choice.message.content);
+    if (choice.message?.tool_calls) texts.push(JSON.stringify(choice.message.tool_calls));
+  }
+  return texts;
+}
+
+function collectDelta(chunk: ChatCompletionChunk, texts: string[]): void {
+  for (const choice of chunk.choices ?? []) {
+    const delta = choice.delta;
+    if (typeof delta?.content === 'string') texts.push(delta.content);
+    if (delta?.tool_calls) for (const call of delta.tool_calls) texts.push(call.function?.arguments ?? '');
+  }
+}
+
+const fromUpstream = (usage: ChatCompletion['usage'] | null | undefined): Usage | undefined =>
+  usage ? { promptTokens: usage.prompt_tokens ?? 0, completionTokens: usage.completion_tokens ?? 0 } : undefined;
+
+/**
+ * Chat completions through the configured providers, with retries, failover, quotas and usage
+ * accounting. The route and the chatbots both call this.
+ */
+export function createGatewayService({ registry, retry, usage, quota, logger }: GatewayServiceDeps) {
+  /** Providers for the model, after the token quota check: both before any upstream call. */
+  const prepare = async (model: string, caller: Caller | undefined): Promise<Candidate[]> => {
+    const candidates = await registry.candidates(model, 'chat');
+    if (candidates.length === 0) {
+      throw new AppError({ code: 'model_not_found', message: `The model '${model}' does not exist`, param: 'model' });
+    }
+    if (caller !== undefined && caller.tokensPerMonth !== null) {
+      const used = await quota.tokensThisMonth(caller.keyId);
+      if (used >= caller.tokensPerMonth) {
+        throw new AppError({
+          code: 'quota_exceeded',
+          message: `Monthly token quota of this API key exceeded (${used} of ${caller.tokensPerMonth})`,
+        });
+      }
+    }
+    return candidates;
+  };
+
+  const record = (caller: Caller | undefined, model: string, used: Usage) => {
+    if (caller !== undefined) usage.record({ keyId: caller.keyId, model, ...used });
+  };
+
+  const context = (model: string, signal: AbortSignal | undefined) => ({
+    retry,
+    signal,
+    logger,
+    subject: `model ${model}`,
+  });
+
+  return {
+    async complete(
+      params: ChatCompletionCreateParamsNonStreaming,
+      options: CallOptions = {},
+    ): Promise<CompletionResult> {
+      const { signal, caller } = options;
+      const candidates = await prepare(params.model, caller);
+      const target = registry.target(params.model);
+      const upstreamParams = target === params.model ? params : { ...params, model: target };
+      let provider = '';
+      let raw;
+      try {
+        raw = await withFailover(
+          candidates,
+          (p) => {
+            provider = p.name;
+            return p.complete(upstreamParams, signal);
+          },
+          context(params.model, signal),
+        );
+      } catch (error) {
+        throw asAppError(error);
+      }
+      const used = fromUpstream(raw.completion.usage) ?? {
+        promptTokens: await countPromptTokens(params.messages),
+        completionTokens: await countTextTokens(completionText(raw.completion)),
+      };
+      record(caller, params.model, used);
+      return { body: raw.body, completion: raw.completion, provider, usage: used };
+    },
+
+    /**
+     * Starts a stream: resolves once the upstream sent its first event, so that everything
+     * before that (errors, retries, failover) happens before the client sees a byte. Failures
+     * after that surface from the iteration as AppErrors.
+     */
+    async stream(params: ChatCompletionCreateParamsStreaming, options: CallOptions = {}): Promise<ChatStream> {
+      const { signal, caller } = options;
+      const candidates = await prepare(params.model, caller);
+      const upstreamParams: ChatCompletionCreateParamsStreaming = {
+        ...params,
+        model: registry.target(params.model),
+        stream: true,
+        stream_options: { ...params.stream_options, include_usage: true },
+      };
+      let opened;
+      try {
+        opened = await withFailover(
+          candidates,
+          async (p) => {
+            const events = await p.stream(upstreamParams, signal);
+            return { provider: p.name, events, first: await events.next() };
+          },
+          context(params.model, signal),
+        );
+      } catch (error) {
+        throw asAppError(error);
+      }
+      const { events, first } = opened;
+      let final: Usage | undefined;
+
+      async function* iterate(): AsyncGenerator<StreamEvent> {
+        let reported: Usage | undefined;
+        const texts: string[] = [];
+        try {
+          for (let step = first; step.done !== true; step = await events.next()) {
+            const event = step.value;
+            if (event.chunk.usage) reported = fromUpstream(event.chunk.usage);
+            else collectDelta(event.chunk, texts);
+            yield event;
+          }
+        } catch (error) {
+          throw asAppError(error);
+        } finally {
+          await events.return(undefined);
+          // Aborted or failed streams count what was sent; the upstream's figures win when given.
+          final = reported ?? {
+            promptTokens: await countPromptTokens(params.messages),
+            completionTokens: await countTextTokens(texts),
+          };
+          record(caller, params.model, final);
+        }
+      }
+
+      return {
+        provider: opened.provider,
+        get usage() {
+          return final;
+        },
+        [Symbol.asyncIterator]: iterate,
+      };
+    },
+
+    models: () => registry.models(),
+  };
+}
+
+export type GatewayService = ReturnType<typeof createGatewayService>;

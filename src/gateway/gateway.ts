@@ -1,0 +1,43 @@
+import type { Logger } from 'pino';
+import type { TokenQuota } from '../usage/quota.ts';
+import type { UsageRecorder } from '../usage/usage.recorder.ts';
+import { createEmbeddingBackends } from './embeddings.ts';
+import { createGatewayService } from './gateway.service.ts';
+import type { ResolvedGatewayConfig, ResolvedProvider } from './providers/config.ts';
+import { createOpenAICompatibleProvider } from './providers/openai-compatible/adapter.ts';
+import type { ChatProvider } from './providers/provider.ts';
+import { createRegistry } from './registry.ts';
+
+export interface GatewayDeps {
+  config: ResolvedGatewayConfig;
+  usage: UsageRecorder;
+  quota: TokenQuota;
+  logger: Logger;
+  clock: () => number;
+  /** Every provider is OpenAI-compatible today; tests may put a fake here. */
+  createProvider?: (config: ResolvedProvider) => ChatProvider;
+}
+
+/** The gateway domain wired from its configuration: chat service, embeddings, provider pools. */
+export function createGateway(deps: GatewayDeps) {
+  const logger = deps.logger.child({ component: 'gateway' });
+  const registry = createRegistry({
+    config: deps.config,
+    createProvider: deps.createProvider ?? createOpenAICompatibleProvider,
+    clock: deps.clock,
+    logger,
+  });
+  const retry = {
+    maxRetries: deps.config.retry.max_retries,
+    baseDelayMs: deps.config.retry.base_delay_ms,
+    maxDelayMs: deps.config.retry.max_delay_ms,
+  };
+  return {
+    service: createGatewayService({ registry, retry, usage: deps.usage, quota: deps.quota, logger }),
+    embeddingBackend: createEmbeddingBackends({ registry, retry, logger }),
+    providers: registry.providers,
+    close: () => registry.close(),
+  };
+}
+
+export type Gateway = ReturnType<typeof createGateway>;

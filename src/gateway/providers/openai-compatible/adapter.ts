@@ -1,0 +1,140 @@
+import type { Dispatcher } from 'undici';
+import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions';
+import type { CreateEmbeddingResponse } from 'openai/resources/embeddings';
+import type { Model } from 'openai/resources/models';
+import type { ResolvedProvider } from '../config.ts';
+import { UpstreamFailure, type ChatProvider, type StreamEvent, type UpstreamModel } from '../provider.ts';
+import { createUpstreamHttp, failureFrom, statusFailure } from './http.ts';
+import { createSseParser } from './sse.ts';
+
+type Body = Dispatcher.ResponseData['body'];
+
+/** Embeddings as the upstream may send them: floats, or base64 little-endian float32. */
+type EmbeddingItem = Omit<CreateEmbeddingResponse['data'][number], 'embedding'> & { embedding: number[] | string };
+
+function decodeVector(value: number[] | string): number[] {
+  if (typeof value !== 'string') return value;
+  const bytes = Buffer.from(value, 'base64');
+  const vector = new Array<number>(bytes.byteLength >> 2);
+  for (let i = 0; i < vector.length; i++) vector[i] = bytes.readFloatLE(i * 4);
+  return vector;
+}
+
+/** An OpenAI-compatible upstream over undici's pool: request bodies out, upstream bytes back. */
+export function createOpenAICompatibleProvider(config: ResolvedProvider): ChatProvider {
+  const name = config.name;
+  const http = createUpstreamHttp({
+    provider: name,
+    baseUrl: config.base_url,
+    apiKey: config.apiKey(),
+    timeoutMs: config.timeout_ms,
+    connectTimeoutMs: config.connect_timeout_ms,
+    maxConnections: config.max_connections,
+  });
+
+  const protocolFailure = (message: string, cause?: unknown) =>
+    new UpstreamFailure({ kind: 'protocol', provider: name, message: `Provider ${name}: ${message}`, cause });
+
+  const call = async (method: 'GET' | 'POST', path: string, payload: string | undefined, signal?: AbortSignal) => {
+    const response = await http.request(method, path, payload, signal);
+    if (response.statusCode < 200 || response.statusCode >= 300) throw await statusFailure(name, response);
+    return response;
+  };
+
+  const readJson = async <T>(body: Body, signal?: AbortSignal): Promise<{ text: string; value: T }> => {
+    let text: string;
+    try {
+      text = await body.text();
+    } catch (error) {
+      throw failureFrom(name, error, signal);
+    }
+    try {
+      return { text, value: JSON.parse(text) as T };
+    } catch (error) {
+      throw protocolFailure('response is not JSON', error);
+    }
+  };
+
+  /** One stream event from its `data`, or the in-band failure it reports. */
+  const eventOf = (data: string): StreamEvent => {
+    let chunk: ChatCompletionChunk & { error?: { message?: string; code?: string } };
+    try {
+      chunk = JSON.parse(data) as typeof chunk;
+    } catch (error) {
+      throw protocolFailure('malformed stream event', error);
+    }
+    if (chunk.error !== undefined) {
+      throw new UpstreamFailure({
+        kind: 'status',
+        provider: name,
+        message: chunk.error.message ?? `Provider ${name} failed mid-stream`,
+        ...(chunk.error.code ? { code: chunk.error.code } : {}),
+      });
+    }
+    return { raw: data, chunk };
+  };
+
+  async function* events(body: Body, signal?: AbortSignal): AsyncGenerator<StreamEvent> {
+    const parser = createSseParser();
+    try {
+      for await (const piece of body as AsyncIterable<Buffer>) {
+        for (const data of parser.push(piece)) {
+          if (data === '[DONE]') return;
+          yield eventOf(data);
+        }
+      }
+      for (const data of parser.end()) {
+        if (data === '[DONE]') return;
+        yield eventOf(data);
+      }
+    } catch (error) {
+      throw failureFrom(name, error, signal);
+    } finally {
+      if (!body.destroyed) body.destroy();
+    }
+  }
+
+  return {
+    name,
+    embeddingBatchSize: config.embedding_batch_size,
+
+    async complete(params, signal) {
+      const response = await call('POST', '/chat/completions', JSON.stringify(params), signal);
+      const { text, value } = await readJson<ChatCompletion>(response.body, signal);
+      if (!Array.isArray(value.choices)) throw protocolFailure('response has no choices');
+      return { body: text, completion: value };
+    },
+
+    async stream(params, signal) {
+      const response = await call('POST', '/chat/completions', JSON.stringify(params), signal);
+      return events(response.body, signal);
+    },
+
+    async embed(model, inputs, signal) {
+      const payload = JSON.stringify({ model, input: inputs, encoding_format: 'base64' });
+      const response = await call('POST', '/embeddings', payload, signal);
+      const { value } = await readJson<{ data?: EmbeddingItem[]; usage?: { prompt_tokens?: number } }>(
+        response.body,
+        signal,
+      );
+      const data = value.data;
+      if (!Array.isArray(data) || data.length !== inputs.length) {
+        throw protocolFailure(`embeddings response has ${data?.length ?? 0} items for ${inputs.length} inputs`);
+      }
+      const vectors = new Array<number[]>(inputs.length);
+      for (const [position, item] of data.entries()) vectors[item.index ?? position] = decodeVector(item.embedding);
+      return { vectors, promptTokens: value.usage?.prompt_tokens ?? 0 };
+    },
+
+    async listModels(signal) {
+      const response = await call('GET', '/models', undefined, signal);
+      const { value } = await readJson<{ data?: Model[] }>(response.body, signal);
+      if (!Array.isArray(value.data)) throw protocolFailure('model list has no data');
+      return value.data
+        .filter((m) => typeof m.id === 'string')
+        .map((m): UpstreamModel => ({ id: m.id, created: typeof m.created === 'number' ? m.created : 0 }));
+    },
+
+    close: () => http.close(),
+  };
+}

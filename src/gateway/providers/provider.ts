@@ -1,0 +1,82 @@
+import type {
+  ChatCompletion,
+  ChatCompletionChunk,
+  ChatCompletionCreateParamsNonStreaming,
+  ChatCompletionCreateParamsStreaming,
+} from 'openai/resources/chat/completions';
+
+/** Why an upstream call failed, as the reliability layer needs to know it. */
+export type FailureKind = 'connection' | 'timeout' | 'status' | 'protocol' | 'aborted';
+
+export interface UpstreamFailureInit {
+  kind: FailureKind;
+  provider: string;
+  message: string;
+  status?: number;
+  /** The upstream's own `error.code` / `error.type`, passed through on 4xx. */
+  code?: string;
+  type?: string;
+  retryAfterMs?: number;
+  cause?: unknown;
+}
+
+/** A failed upstream call: the outcome adapters report, mapped to HTTP at the edge. */
+export class UpstreamFailure extends Error {
+  readonly kind: FailureKind;
+  readonly provider: string;
+  readonly status: number | undefined;
+  readonly code: string | undefined;
+  readonly type: string | undefined;
+  readonly retryAfterMs: number | undefined;
+
+  constructor(init: UpstreamFailureInit) {
+    super(init.message, { cause: init.cause });
+    this.name = 'UpstreamFailure';
+    this.kind = init.kind;
+    this.provider = init.provider;
+    this.status = init.status;
+    this.code = init.code;
+    this.type = init.type;
+    this.retryAfterMs = init.retryAfterMs;
+  }
+}
+
+export interface Usage {
+  promptTokens: number;
+  completionTokens: number;
+}
+
+/** A non-streamed completion: the upstream's bytes (passed through as they are) and their parse. */
+export interface RawCompletion {
+  body: string;
+  completion: ChatCompletion;
+}
+
+/** One streamed event: the upstream's JSON text (forwarded as is) and its parse. */
+export interface StreamEvent {
+  raw: string;
+  chunk: ChatCompletionChunk;
+}
+
+export interface UpstreamModel {
+  id: string;
+  created: number;
+}
+
+export interface EmbeddingResult {
+  vectors: number[][];
+  promptTokens: number;
+}
+
+/** What the gateway needs of an upstream. Adapters live in `providers/<name>/`. */
+export interface ChatProvider {
+  readonly name: string;
+  /** Longest batch of inputs one embeddings call may carry. */
+  readonly embeddingBatchSize: number;
+  complete(params: ChatCompletionCreateParamsNonStreaming, signal?: AbortSignal): Promise<RawCompletion>;
+  /** Resolves once the upstream accepted the request; events (and in-band failures) follow. */
+  stream(params: ChatCompletionCreateParamsStreaming, signal?: AbortSignal): Promise<AsyncGenerator<StreamEvent>>;
+  embed(model: string, inputs: string[], signal?: AbortSignal): Promise<EmbeddingResult>;
+  listModels(signal?: AbortSignal): Promise<UpstreamModel[]>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,345 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/**
+ * An OpenAI-compatible upstream for tests and benchmarks: chat completions (plain and SSE),
+ * /v1/models, /v1/embeddings, with latency, token pacing, injected faults, and a record of
+ * what it received (including whether the client aborted).
+ */
+
+export type Fault =
+  | { kind: 'status'; status: number; message?: string; code?: string; retryAfter?: number }
+  /** Accepts the request and never answers. */
+  | { kind: 'hang' }
+  /** Destroys the connection before answering. */
+  | { kind: 'reset' }
+  /** Streams `afterChunks` chunks, then destroys the connection. */
+  | { kind: 'reset-mid-stream'; afterChunks: number }
+  /** Streams `afterChunks` chunks, then an event that is not JSON (a plain completion: a truncated body). */
+  | { kind: 'malformed-sse'; afterChunks: number }
+  /** Streams `afterChunks` chunks, then `data: {"error": ...}`. */
+  | { kind: 'error-event'; afterChunks: number; message?: string };
+
+export interface MockUpstreamOptions {
+  host?: string;
+  port?: number;
+  /** Ids listed by /v1/models and accepted by the endpoints. */
+  models?: string[];
+  /** Delay before the response headers. */
+  latencyMs?: number;
+  /** Stream pacing; 0 sends every chunk at once. */
+  tokensPerSecond?: number;
+  completionTokens?: number;
+  /** false: never report usage (the gateway then counts with its tokenizer). */
+  usage?: boolean;
+  embeddingDimensions?: number;
+  /** Larger embedding batches are refused with 400, as real upstreams do. */
+  maxEmbeddingBatch?: number;
+  /** When set, requests without `Authorization: Bearer <apiKey>` get 401. */
+  apiKey?: string;
+  /** false for benchmarks: keep no per-request record. */
+  record?: boolean;
+  /** Status for GET /v1/models (e.g. 500 to play a provider that is down). */
+  modelsStatus?: number;
+}
+
+export interface ReceivedRequest {
+  method: string;
+  path: string;
+  headers: IncomingMessage['headers'];
+  body: Record<string, unknown> | undefined;
+  /** The client closed the connection before the response was complete. */
+  aborted: boolean;
+  finished: boolean;
+  /** Every byte of the response body the mock wrote. */
+  sent: string;
+}
+
+export interface MockUpstream {
+  /** Base URL including `/v1`, as providers are configured. */
+  readonly url: string;
+  readonly port: number;
+  readonly requests: ReceivedRequest[];
+  options: Required<Omit<MockUpstreamOptions, 'host' | 'port' | 'apiKey' | 'maxEmbeddingBatch'>> &
+    Pick<MockUpstreamOptions, 'apiKey' | 'maxEmbeddingBatch'>;
+  /** The next `times` POST requests suffer this fault. */
+  inject(fault: Fault, times?: number): void;
+  /** POST requests received on this path so far. */
+  count(path: string): number;
+  /** Polls until the predicate holds (no fixed sleeps in tests). */
+  waitFor(predicate: () => boolean, timeoutMs?: number): Promise<void>;
+  reset(): void;
+  close(): Promise<void>;
+}
+
+const wordsIn = (value: unknown): number => {
+  if (typeof value === 'string') return value.split(/\s+/).filter(Boolean).length;
+  if (Array.isArray(value)) return value.reduce((n: number, part) => n + wordsIn((part as { text?: unknown }).text), 0);
+  return 0;
+};
+
+function promptTokens(body: Record<string, unknown>): number {
+  const messages = Array.isArray(body.messages) ? (body.messages as { content?: unknown }[]) : [];
+  return messages.reduce((n, m) => n + wordsIn(m.content), 0);
+}
+
+const token = (i: number) => `w${i} `;
+
+function vectorFor(text: string, dimensions: number): Float32Array {
+  const vector = new Float32Array(dimensions);
+  let h = 2166136261;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 16777619);
+  for (let j = 0; j < dimensions; j++) vector[j] = (((h >>> (j % 24)) & 0xff) - 128) / 128;
+  return vector;
+}
+
+export async function startMockUpstream(options: MockUpstreamOptions = {}): Promise<MockUpstream> {
+  const settings: MockUpstream['options'] = {
+    models: options.models ?? ['mock-chat', 'mock-embed'],
+    latencyMs: options.latencyMs ?? 0,
+    tokensPerSecond: options.tokensPerSecond ?? 0,
+    completionTokens: options.completionTokens ?? 5,
+    usage: options.usage ?? true,
+    embeddingDimensions: options.embeddingDimensions ?? 8,
+    record: options.record ?? true,
+    modelsStatus: options.modelsStatus ?? 200,
+    apiKey: options.apiKey,
+    maxEmbeddingBatch: options.maxEmbeddingBatch,
+  };
+  const requests: ReceivedRequest[] = [];
+  const faults: Fault[] = [];
+  let sequence = 0;
+
+  const json = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
+    const text = JSON.stringify(body);
+    res.writeHead(status, {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(text),
+      ...headers,
+    });
+    res.end(text);
+  };
+  const error = (res: ServerResponse, status: number, message: string, code?: string, headers = {}) =>
+    json(
+      res,
+      status,
+      { error: { message, type: status === 429 ? 'rate_limit_error' : 'invalid_request_error', code: code ?? null } },
+      headers,
+    );
+
+  const applyFault = (fault: Fault, res: ServerResponse): boolean => {
+    switch (fault.kind) {
+      case 'status':
+        error(
+          res,
+          fault.status,
+          fault.message ?? `mock failure ${fault.status}`,
+          fault.code,
+          fault.retryAfter === undefined ? {} : { 'retry-after': String(fault.retryAfter) },
+        );
+        return true;
+      case 'hang':
+        return true;
+      case 'reset':
+        res.socket?.destroy();
+        return true;
+      default:
+        return false;
+    }
+  };
+
+  const stream = (res: ServerResponse, body: Record<string, unknown>, fault: Fault | undefined) => {
+    const id = `chatcmpl-mock-${++sequence}`;
+    const created = Math.floor(Date.now() / 1000);
+    const model = String(body.model);
+    const n = settings.completionTokens;
+    const includeUsage = (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
+    const frame = (choices: unknown[], extra: Record<string, unknown> = {}) =>
+      `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices, ...extra })}\n\n`;
+    const events: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const delta = i === 0 ? { role: 'assistant', content: token(i) } : { content: token(i) };
+      events.push(frame([{ index: 0, delta, finish_reason: null }]));
+    }
+    events.push(frame([{ index: 0, delta: {}, finish_reason: 'stop' }]));
+    if (includeUsage && settings.usage) {
+      const prompt = promptTokens(body);
+      events.push(frame([], { usage: { prompt_tokens: prompt, completion_tokens: n, total_tokens: prompt + n } }));
+    }
+    events.push('data: [DONE]\n\n');
+    const cut = fault !== undefined && 'afterChunks' in fault ? fault.afterChunks : -1;
+
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    const interval = settings.tokensPerSecond > 0 ? 1000 / settings.tokensPerSecond : 0;
+    let i = 0;
+    const step = () => {
+      if (res.destroyed) return;
+      if (i === cut && fault !== undefined) {
+        if (fault.kind === 'reset-mid-stream') res.socket?.destroy();
+        else if (fault.kind === 'malformed-sse') res.end('data: {"id": "broken", "choices": [\n\n');
+        else if (fault.kind === 'error-event')
+          res.end(
+            `data: ${JSON.stringify({ error: { message: fault.message ?? 'mock mid-stream failure', type: 'server_error' } })}\n\n`,
+          );
+        return;
+      }
+      if (interval === 0) {
+        res.end(events.join(''));
+        return;
+      }
+      // Tokens are paced; the finish, usage and [DONE] events follow the last token at once.
+      if (i >= n) {
+        res.end(events.slice(i).join(''));
+        return;
+      }
+      res.write(events[i++]);
+      setTimeout(step, interval);
+    };
+    if (cut > 0 && interval === 0) {
+      // The fault comes once the events before it have surely reached the client.
+      i = cut;
+      res.write(events.slice(0, cut).join(''), () => setTimeout(step, 10));
+      return;
+    }
+    step();
+  };
+
+  const complete = (res: ServerResponse, body: Record<string, unknown>, fault: Fault | undefined) => {
+    if (fault?.kind === 'malformed-sse') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return res.end('{"id": "broken", "choices": [');
+    }
+    const n = settings.completionTokens;
+    const prompt = promptTokens(body);
+    let content = '';
+    for (let i = 0; i < n; i++) content += token(i);
+    json(res, 200, {
+      id: `chatcmpl-mock-${++sequence}`,
+      object: 'chat.completion',
+      created: Math.floor(Date.now() / 1000),
+      model: body.model,
+      choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop', logprobs: null }],
+      ...(settings.usage ? { usage: { prompt_tokens: prompt, completion_tokens: n, total_tokens: prompt + n } } : {}),
+      system_fingerprint: 'fp_mock',
+    });
+  };
+
+  const embeddings = (res: ServerResponse, body: Record<string, unknown>) => {
+    const inputs = typeof body.input === 'string' ? [body.input] : (body.input as string[]);
+    if (!Array.isArray(inputs) || inputs.length === 0) return error(res, 400, 'input must not be empty');
+    if (settings.maxEmbeddingBatch !== undefined && inputs.length > settings.maxEmbeddingBatch) {
+      return error(res, 400, `at most ${settings.maxEmbeddingBatch} inputs per request`);
+    }
+    const base64 = body.encoding_format === 'base64';
+    const data = inputs.map((text, index) => {
+      const vector = vectorFor(text, settings.embeddingDimensions);
+      return {
+        object: 'embedding',
+        index,
+        embedding: base64 ? Buffer.from(vector.buffer).toString('base64') : Array.from(vector),
+      };
+    });
+    const tokens = inputs.reduce((n, text) => n + wordsIn(text), 0);
+    json(res, 200, { object: 'list', data, model: body.model, usage: { prompt_tokens: tokens, total_tokens: tokens } });
+  };
+
+  const handle = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    path: string,
+    body: Record<string, unknown> | undefined,
+  ) => {
+    if (settings.apiKey !== undefined && req.headers.authorization !== `Bearer ${settings.apiKey}`) {
+      return error(res, 401, 'Incorrect API key provided', 'invalid_api_key');
+    }
+    if (req.method === 'GET' && path === '/v1/models') {
+      if (settings.modelsStatus !== 200) return error(res, settings.modelsStatus, 'models unavailable');
+      return json(res, 200, {
+        object: 'list',
+        data: settings.models.map((id) => ({ id, object: 'model', created: 1_700_000_000, owned_by: 'mock' })),
+      });
+    }
+    if (req.method !== 'POST' || body === undefined) return error(res, 404, `no route ${req.method} ${path}`);
+    const fault = faults.shift();
+    if (fault !== undefined && applyFault(fault, res)) return;
+    if (!settings.models.includes(String(body.model))) {
+      return error(res, 404, `The model '${String(body.model)}' does not exist`, 'model_not_found');
+    }
+    if (path === '/v1/chat/completions')
+      return body.stream === true ? stream(res, body, fault) : complete(res, body, fault);
+    if (path === '/v1/embeddings') return embeddings(res, body);
+    return error(res, 404, `no route ${req.method} ${path}`);
+  };
+
+  const server = createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
+    let raw = '';
+    req.setEncoding('utf8');
+    req.on('data', (piece: string) => (raw += piece));
+    req.on('end', () => {
+      const path = (req.url ?? '/').split('?')[0] ?? '/';
+      let body: Record<string, unknown> | undefined;
+      try {
+        body = raw === '' ? undefined : (JSON.parse(raw) as Record<string, unknown>);
+      } catch {
+        return error(res, 400, 'body is not JSON');
+      }
+      if (settings.record) {
+        const entry: ReceivedRequest = {
+          method: req.method ?? '',
+          path,
+          headers: req.headers,
+          body,
+          aborted: false,
+          finished: false,
+          sent: '',
+        };
+        requests.push(entry);
+        const write = res.write.bind(res) as (chunk: string, done?: () => void) => boolean;
+        res.write = ((chunk: string, done?: () => void) => {
+          entry.sent += chunk;
+          return write(chunk, done);
+        }) as typeof res.write;
+        const end = res.end.bind(res) as (chunk?: string) => ServerResponse;
+        res.end = ((chunk?: string) => {
+          if (typeof chunk === 'string') entry.sent += chunk;
+          return end(chunk);
+        }) as typeof res.end;
+        res.once('close', () => {
+          entry.finished = res.writableFinished;
+          entry.aborted = !res.writableFinished;
+        });
+      }
+      if (settings.latencyMs > 0) setTimeout(() => handle(req, res, path, body), settings.latencyMs);
+      else handle(req, res, path, body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    port,
+    requests,
+    options: settings,
+    inject(fault, times = 1) {
+      for (let i = 0; i < times; i++) faults.push(fault);
+    },
+    count: (path) => requests.filter((r) => r.method === 'POST' && r.path === path).length,
+    async waitFor(predicate, timeoutMs = 5_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (!predicate()) {
+        if (Date.now() > deadline) throw new Error('mock upstream: condition not met in time');
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    },
+    reset() {
+      requests.length = 0;
+      faults.length = 0;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
