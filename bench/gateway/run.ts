@@ -23,6 +23,8 @@ const WARMUP_MS = 1_000;
 const CONCURRENCIES = (process.env.BENCH_CONCURRENCY ?? '1,16,64,256').split(',').map(Number);
 const litellmBin = process.env.LITELLM_BIN ?? '/work/bench-peers/litellm-venv/bin/litellm';
 const CLOCK_TICK = 100;
+/** Which parts to run: load (50 ms), stream, zero (0 ms), held. */
+const PHASES = new Set((process.env.BENCH_PHASES ?? 'load,stream,zero,held').split(','));
 /** Token rate of the 1,000 held-open streams. */
 const HELD_TPS = Number(process.env.BENCH_HELD_TPS ?? 50);
 
@@ -318,11 +320,14 @@ async function main(): Promise<void> {
 
   const rows: Row[] = [];
   await setMock({ latencyMs: 50, tokensPerSecond: 0, completionTokens: 5 });
-  for (const c of CONCURRENCIES) for (const t of targets) rows.push(await measure('50ms', t, c, false));
+  if (PHASES.has('load'))
+    for (const c of CONCURRENCIES) for (const t of targets) rows.push(await measure('50ms', t, c, false));
   await setMock({ latencyMs: 50, tokensPerSecond: 50, completionTokens: 10 });
-  for (const c of CONCURRENCIES) for (const t of streamTargets) rows.push(await measure('stream 50 tok/s', t, c, true));
+  if (PHASES.has('stream'))
+    for (const c of CONCURRENCIES)
+      for (const t of streamTargets) rows.push(await measure('stream 50 tok/s', t, c, true));
   await setMock({ latencyMs: 0, tokensPerSecond: 0, completionTokens: 5 });
-  for (const t of targets) rows.push(await measure('0ms', t, 64, false));
+  if (PHASES.has('zero')) for (const t of targets) rows.push(await measure('0ms', t, 64, false));
 
   const afterLoad = [ours, pglite]
     .filter((t): t is Target => t !== undefined)
@@ -333,32 +338,38 @@ async function main(): Promise<void> {
     else child.kill('SIGTERM');
   }
 
-  // Held-open streams through fresh instances, so that RSS shows what the streams cost; a
-  // variant with a smaller young generation shows how much of the rest is V8 heap headroom.
-  await setMock({ latencyMs: 50, tokensPerSecond: HELD_TPS, completionTokens: 100 });
-  const heldDirect = await heldStreams(direct, 1_000);
-  const heldLines: string[] = [`RSS after the runs above: ${afterLoad}.`];
-  const heldRaw: Record<string, unknown> = { direct: heldDirect };
-  const fresh: [string, string | undefined, string[]][] = pgUrl
-    ? [
-        ['ragport', pgUrl, []],
-        ['ragport --max-semi-space-size=8', pgUrl, ['--max-semi-space-size=8']],
-        ['ragport-pglite', undefined, []],
-      ]
-    : [['ragport-pglite', undefined, []]];
-  for (const [name, url, execArgv] of fresh) {
-    const t = await startRagport(name, url, execArgv);
-    await runLoad({ ...t, body: chatBody(false), concurrency: 4, durationMs: 500 });
-    const h = await heldStreams(t, 1_000);
-    heldRaw[t.name] = h;
-    heldLines.push(
-      `1,000 concurrent streams (50 ms, ${HELD_TPS} tok/s, 100 tokens each) through ${t.name}: RSS ${fmt(h.idleRssMb, 0)} MB before, ${fmt(h.peakRssMb, 0)} MB peak; ` +
-        `TTFT p50/p99 ${fmt(h.result.ttft50, 1)}/${fmt(h.result.ttft99, 1)} ms vs direct ${fmt(heldDirect.result.ttft50, 1)}/${fmt(heldDirect.result.ttft99, 1)} ms ` +
-        `(overhead ${fmt(h.result.ttft50 - heldDirect.result.ttft50, 1)}/${fmt(h.result.ttft99 - heldDirect.result.ttft99, 1)} ms); ` +
-        `completed ${h.result.requests}/1000, errors ${h.result.errors} (direct ${heldDirect.result.requests}/1000).`,
-    );
+  /**
+   * Held-open streams through fresh instances, so that RSS shows what the streams cost; a
+   * variant with a smaller young generation shows how much of the rest is V8 heap headroom.
+   */
+  async function held(lines: string[], raw: Record<string, unknown>): Promise<void> {
+    const heldDirect = await heldStreams(direct, 1_000);
+    raw.direct = heldDirect;
+    const fresh: [string, string | undefined, string[]][] = pgUrl
+      ? [
+          ['ragport', pgUrl, []],
+          ['ragport --max-semi-space-size=8', pgUrl, ['--max-semi-space-size=8']],
+          ['ragport-pglite', undefined, []],
+        ]
+      : [['ragport-pglite', undefined, []]];
+    for (const [name, url, execArgv] of fresh) {
+      const t = await startRagport(name, url, execArgv);
+      await runLoad({ ...t, body: chatBody(false), concurrency: 4, durationMs: 500 });
+      const h = await heldStreams(t, 1_000);
+      raw[t.name] = h;
+      lines.push(
+        `1,000 concurrent streams (50 ms, ${HELD_TPS} tok/s, 100 tokens each) through ${t.name}: RSS ${fmt(h.idleRssMb, 0)} MB before, ${fmt(h.peakRssMb, 0)} MB peak; ` +
+          `TTFT p50/p99 ${fmt(h.result.ttft50, 1)}/${fmt(h.result.ttft99, 1)} ms vs direct ${fmt(heldDirect.result.ttft50, 1)}/${fmt(heldDirect.result.ttft99, 1)} ms ` +
+          `(overhead ${fmt(h.result.ttft50 - heldDirect.result.ttft50, 1)}/${fmt(h.result.ttft99 - heldDirect.result.ttft99, 1)} ms); ` +
+          `completed ${h.result.requests}/1000, errors ${h.result.errors} (direct ${heldDirect.result.requests}/1000).`,
+      );
+    }
   }
 
+  await setMock({ latencyMs: 50, tokensPerSecond: HELD_TPS, completionTokens: 100 });
+  const heldLines: string[] = [`RSS after the runs above: ${afterLoad}.`];
+  const heldRaw: Record<string, unknown> = {};
+  if (PHASES.has('held')) await held(heldLines, heldRaw);
   const output = [
     `Gateway benchmark ${started.toISOString()} commit ${commit}, ${cpus().length} cores, load average before ${loadBefore.toFixed(2)}`,
     `${DURATION_MS / 1000}s per cell after ${WARMUP_MS / 1000}s warm-up; closed-loop undici load generator in a third process.`,
@@ -372,7 +383,8 @@ async function main(): Promise<void> {
 
   const resultsDir = path.join(root, 'bench/results');
   mkdirSync(resultsDir, { recursive: true });
-  const stem = `gateway-${started.toISOString().slice(0, 10)}-${commit}`;
+  const label = process.env.BENCH_LABEL ? `-${process.env.BENCH_LABEL}` : '';
+  const stem = `gateway-${started.toISOString().slice(0, 10)}-${commit}${label}`;
   writeFileSync(path.join(resultsDir, `${stem}.md`), `${output}\n`);
   writeFileSync(
     path.join(resultsDir, `${stem}.json`),
