@@ -1,5 +1,5 @@
 import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -37,6 +37,8 @@ interface Target {
 }
 
 const children: ChildProcess[] = [];
+/** Temporary directories to remove at the end. */
+const scratch: string[] = [];
 const notes: string[] = [];
 
 const freePort = () =>
@@ -154,6 +156,7 @@ async function startLitellm(mockUrl: string): Promise<Target | undefined> {
   const port = await freePort();
   const dir = path.join(tmpdir(), `ragport-bench-litellm-${port}`);
   mkdirSync(dir, { recursive: true });
+  scratch.push(dir);
   const config = path.join(dir, 'config.yaml');
   writeFileSync(
     config,
@@ -395,6 +398,7 @@ async function main(): Promise<void> {
 try {
   await main();
 } finally {
+  for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
   for (const child of children) {
     if (child.connected) child.disconnect();
     else child.kill('SIGTERM');
