@@ -64,6 +64,10 @@ const created = await fetch(`http://127.0.0.1:${address.port}/api/v1/keys`, {
   }),
 });
 const { key } = (await created.json()) as { key: string };
+// The runner asks for a memory breakdown alongside the RSS it reads from /proc.
+process.on('message', (message) => {
+  if (message === 'memory') process.send?.({ memory: process.memoryUsage() });
+});
 process.on('disconnect', () => {
   void app.server.close().then(async () => {
     await database.close();

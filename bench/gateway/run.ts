@@ -1,5 +1,5 @@
 import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -23,6 +23,10 @@ const WARMUP_MS = 1_000;
 const CONCURRENCIES = (process.env.BENCH_CONCURRENCY ?? '1,16,64,256').split(',').map(Number);
 const litellmBin = process.env.LITELLM_BIN ?? '/work/bench-peers/litellm-venv/bin/litellm';
 const CLOCK_TICK = 100;
+/** Which parts to run: load (50 ms), stream, zero (0 ms), held. */
+const PHASES = new Set((process.env.BENCH_PHASES ?? 'load,stream,zero,held').split(','));
+/** Token rate of the 1,000 held-open streams. */
+const HELD_TPS = Number(process.env.BENCH_HELD_TPS ?? 50);
 
 interface Target {
   name: string;
@@ -33,6 +37,8 @@ interface Target {
 }
 
 const children: ChildProcess[] = [];
+/** Temporary directories to remove at the end. */
+const scratch: string[] = [];
 const notes: string[] = [];
 
 const freePort = () =>
@@ -43,8 +49,13 @@ const freePort = () =>
     });
   });
 
-function forkTs<T>(file: string, env: Record<string, string> = {}): Promise<{ child: ChildProcess; ready: T }> {
+function forkTs<T>(
+  file: string,
+  env: Record<string, string> = {},
+  execArgv: string[] = [],
+): Promise<{ child: ChildProcess; ready: T }> {
   const child = fork(path.join(here, file), [], {
+    execArgv,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
@@ -145,6 +156,7 @@ async function startLitellm(mockUrl: string): Promise<Target | undefined> {
   const port = await freePort();
   const dir = path.join(tmpdir(), `ragport-bench-litellm-${port}`);
   mkdirSync(dir, { recursive: true });
+  scratch.push(dir);
   const config = path.join(dir, 'config.yaml');
   writeFileSync(
     config,
@@ -253,6 +265,7 @@ async function heldStreams(
 async function main(): Promise<void> {
   const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
   const started = new Date();
+  const loadBefore = loadavg()[0] ?? NaN;
   process.stderr.write(
     `load average before: ${loadavg()
       .map((l) => l.toFixed(2))
@@ -265,11 +278,16 @@ async function main(): Promise<void> {
       mockChild.once('message', () => resolve());
       mockChild.send(options);
     });
-  const startRagport = async (name: string, databaseUrl: string | undefined): Promise<Target> => {
-    const { child, ready } = await forkTs<{ port: number; key: string }>('ragport-server.ts', {
-      BENCH_UPSTREAM_URL: mock.url,
-      BENCH_DATABASE_URL: databaseUrl ?? '',
-    });
+  const startRagport = async (
+    name: string,
+    databaseUrl: string | undefined,
+    execArgv: string[] = [],
+  ): Promise<Target> => {
+    const { child, ready } = await forkTs<{ port: number; key: string }>(
+      'ragport-server.ts',
+      { BENCH_UPSTREAM_URL: mock.url, BENCH_DATABASE_URL: databaseUrl ?? '' },
+      execArgv,
+    );
     return {
       name,
       origin: `http://127.0.0.1:${ready.port}`,
@@ -305,30 +323,58 @@ async function main(): Promise<void> {
 
   const rows: Row[] = [];
   await setMock({ latencyMs: 50, tokensPerSecond: 0, completionTokens: 5 });
-  for (const c of CONCURRENCIES) for (const t of targets) rows.push(await measure('50ms', t, c, false));
+  if (PHASES.has('load'))
+    for (const c of CONCURRENCIES) for (const t of targets) rows.push(await measure('50ms', t, c, false));
   await setMock({ latencyMs: 50, tokensPerSecond: 50, completionTokens: 10 });
-  for (const c of CONCURRENCIES) for (const t of streamTargets) rows.push(await measure('stream 50 tok/s', t, c, true));
+  if (PHASES.has('stream'))
+    for (const c of CONCURRENCIES)
+      for (const t of streamTargets) rows.push(await measure('stream 50 tok/s', t, c, true));
   await setMock({ latencyMs: 0, tokensPerSecond: 0, completionTokens: 5 });
-  for (const t of targets) rows.push(await measure('0ms', t, 64, false));
+  if (PHASES.has('zero')) for (const t of targets) rows.push(await measure('0ms', t, 64, false));
 
-  await setMock({ latencyMs: 50, tokensPerSecond: 50, completionTokens: 100 });
-  const heldDirect = await heldStreams(direct, 1_000);
-  const heldLines: string[] = [];
-  const heldRaw: Record<string, unknown> = { direct: heldDirect };
-  for (const t of [ours, pglite]) {
-    if (t === undefined) continue;
-    const h = await heldStreams(t, 1_000);
-    heldRaw[t.name] = h;
-    heldLines.push(
-      `1,000 concurrent streams (50 ms, 50 tok/s, 100 tokens each) through ${t.name}: RSS ${fmt(h.idleRssMb, 0)} MB before, ${fmt(h.peakRssMb, 0)} MB peak; ` +
-        `TTFT p50/p99 ${fmt(h.result.ttft50, 1)}/${fmt(h.result.ttft99, 1)} ms vs direct ${fmt(heldDirect.result.ttft50, 1)}/${fmt(heldDirect.result.ttft99, 1)} ms ` +
-        `(overhead ${fmt(h.result.ttft50 - heldDirect.result.ttft50, 1)}/${fmt(h.result.ttft99 - heldDirect.result.ttft99, 1)} ms); ` +
-        `completed ${h.result.requests}/1000, errors ${h.result.errors} (direct ${heldDirect.result.requests}/1000).`,
-    );
+  const afterLoad = [ours, pglite]
+    .filter((t): t is Target => t !== undefined)
+    .map((t) => `${t.name} ${fmt(rssMb(t.pid), 0)} MB`)
+    .join(', ');
+  for (const child of children.splice(1)) {
+    if (child.connected) child.disconnect();
+    else child.kill('SIGTERM');
   }
 
+  /**
+   * Held-open streams through fresh instances, so that RSS shows what the streams cost; a
+   * variant with a smaller young generation shows how much of the rest is V8 heap headroom.
+   */
+  async function held(lines: string[], raw: Record<string, unknown>): Promise<void> {
+    const heldDirect = await heldStreams(direct, 1_000);
+    raw.direct = heldDirect;
+    const fresh: [string, string | undefined, string[]][] = pgUrl
+      ? [
+          ['ragport', pgUrl, []],
+          ['ragport --max-semi-space-size=8', pgUrl, ['--max-semi-space-size=8']],
+          ['ragport-pglite', undefined, []],
+        ]
+      : [['ragport-pglite', undefined, []]];
+    for (const [name, url, execArgv] of fresh) {
+      const t = await startRagport(name, url, execArgv);
+      await runLoad({ ...t, body: chatBody(false), concurrency: 4, durationMs: 500 });
+      const h = await heldStreams(t, 1_000);
+      raw[t.name] = h;
+      lines.push(
+        `1,000 concurrent streams (50 ms, ${HELD_TPS} tok/s, 100 tokens each) through ${t.name}: RSS ${fmt(h.idleRssMb, 0)} MB before, ${fmt(h.peakRssMb, 0)} MB peak; ` +
+          `TTFT p50/p99 ${fmt(h.result.ttft50, 1)}/${fmt(h.result.ttft99, 1)} ms vs direct ${fmt(heldDirect.result.ttft50, 1)}/${fmt(heldDirect.result.ttft99, 1)} ms ` +
+          `(overhead ${fmt(h.result.ttft50 - heldDirect.result.ttft50, 1)}/${fmt(h.result.ttft99 - heldDirect.result.ttft99, 1)} ms); ` +
+          `completed ${h.result.requests}/1000, errors ${h.result.errors} (direct ${heldDirect.result.requests}/1000).`,
+      );
+    }
+  }
+
+  await setMock({ latencyMs: 50, tokensPerSecond: HELD_TPS, completionTokens: 100 });
+  const heldLines: string[] = [`RSS after the runs above: ${afterLoad}.`];
+  const heldRaw: Record<string, unknown> = {};
+  if (PHASES.has('held')) await held(heldLines, heldRaw);
   const output = [
-    `Gateway benchmark ${started.toISOString()} commit ${commit}, ${cpus().length} cores, load average before ${loadavg()[0]?.toFixed(2)}`,
+    `Gateway benchmark ${started.toISOString()} commit ${commit}, ${cpus().length} cores, load average before ${loadBefore.toFixed(2)}`,
     `${DURATION_MS / 1000}s per cell after ${WARMUP_MS / 1000}s warm-up; closed-loop undici load generator in a third process.`,
     '',
     table(rows),
@@ -340,7 +386,8 @@ async function main(): Promise<void> {
 
   const resultsDir = path.join(root, 'bench/results');
   mkdirSync(resultsDir, { recursive: true });
-  const stem = `gateway-${started.toISOString().slice(0, 10)}-${commit}`;
+  const label = process.env.BENCH_LABEL ? `-${process.env.BENCH_LABEL}` : '';
+  const stem = `gateway-${started.toISOString().slice(0, 10)}-${commit}${label}`;
   writeFileSync(path.join(resultsDir, `${stem}.md`), `${output}\n`);
   writeFileSync(
     path.join(resultsDir, `${stem}.json`),
@@ -351,6 +398,7 @@ async function main(): Promise<void> {
 try {
   await main();
 } finally {
+  for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
   for (const child of children) {
     if (child.connected) child.disconnect();
     else child.kill('SIGTERM');

@@ -1,10 +1,11 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.ts';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'ragport-config-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const file = (name: string, text: string) => {
   const p = path.join(dir, name);
   writeFileSync(p, text);

@@ -25,17 +25,15 @@ function flakyRepo() {
 const logger = pino({ level: 'silent' });
 const day = Date.UTC(2026, 10, 22, 12);
 
+/** A recorder whose timer never fires during a test: only explicit, size and close flushes write. */
+const recorderOver = (repo: ReturnType<typeof flakyRepo>, maxPendingRows = 100, clock = () => day) =>
+  createBatchedUsageRecorder({ repo, clock, logger, flushIntervalMs: 3_600_000, maxPendingRows });
+
 describe('batched usage recorder', () => {
   it('aggregates per key, day and model, and writes one batch per flush', async () => {
     const repo = flakyRepo();
     let now = day;
-    const recorder = createBatchedUsageRecorder({
-      repo,
-      clock: () => now,
-      logger,
-      flushIntervalMs: 3_600_000,
-      maxPendingRows: 100,
-    });
+    const recorder = recorderOver(repo, 100, () => now);
     recorder.record({ keyId: 'k1', model: 'm', promptTokens: 3, completionTokens: 4 });
     recorder.record({ keyId: 'k1', model: 'm', promptTokens: 1, completionTokens: 1 });
     recorder.record({ keyId: 'k2', model: 'm', promptTokens: 5, completionTokens: 0 });
@@ -57,13 +55,7 @@ describe('batched usage recorder', () => {
 
   it('keeps the counts of a failed write and writes them with the next one', async () => {
     const repo = flakyRepo();
-    const recorder = createBatchedUsageRecorder({
-      repo,
-      clock: () => day,
-      logger,
-      flushIntervalMs: 3_600_000,
-      maxPendingRows: 100,
-    });
+    const recorder = recorderOver(repo, 100);
     recorder.record({ keyId: 'k', model: 'm', promptTokens: 1, completionTokens: 1 });
     repo.failNext(1);
     await expect(recorder.flush()).rejects.toThrow('database unavailable');
@@ -78,13 +70,7 @@ describe('batched usage recorder', () => {
 
   it('writes at once when enough rows wait, and retries at close until the write succeeds', async () => {
     const repo = flakyRepo();
-    const recorder = createBatchedUsageRecorder({
-      repo,
-      clock: () => day,
-      logger,
-      flushIntervalMs: 3_600_000,
-      maxPendingRows: 2,
-    });
+    const recorder = recorderOver(repo, 2);
     recorder.record({ keyId: 'a', model: 'm', promptTokens: 1, completionTokens: 0 });
     recorder.record({ keyId: 'b', model: 'm', promptTokens: 1, completionTokens: 0 });
     await expect.poll(() => repo.written.length).toBe(1);
