@@ -2,7 +2,7 @@ import multipart from '@fastify/multipart';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { principalOf } from '../http/auth.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError, invalidFromIssues } from '../http/errors.ts';
 import type { DocumentsService, Upload } from './documents.service.ts';
 import {
   collectionDocumentsParams,
@@ -18,12 +18,6 @@ import {
 
 const family = 'simple' as const;
 const tags = ['documents'];
-
-const invalid = (issues: { path: PropertyKey[]; message: string }[]) => {
-  const first = issues[0];
-  const path = first?.path.map(String).join('.') ?? '';
-  return new AppError({ code: 'invalid_value', message: `${path || 'body'}: ${first?.message ?? 'invalid'}` });
-};
 
 async function readMultipart(request: FastifyRequest): Promise<Upload> {
   let file: { name: string; bytes: Buffer; contentType: string } | undefined;
@@ -42,13 +36,13 @@ async function readMultipart(request: FastifyRequest): Promise<Upload> {
     throw new AppError({ code: 'missing_field', message: "file: required (multipart field 'file')" });
   if (file.bytes.length === 0) throw new AppError({ code: 'invalid_value', message: 'file: the file is empty' });
   const parsed = multipartFields.safeParse(fields);
-  if (!parsed.success) throw invalid(parsed.error.issues);
+  if (!parsed.success) throw invalidFromIssues(parsed.error.issues, { prefix: '', whole: 'body' });
   return { ...file, description: parsed.data.description, metadata: parsed.data.metadata };
 }
 
 function readJson(body: unknown): Upload {
   const parsed = jsonUploadBody.safeParse(body);
-  if (!parsed.success) throw invalid(parsed.error.issues);
+  if (!parsed.success) throw invalidFromIssues(parsed.error.issues, { prefix: '', whole: 'body' });
   const { name, content, description, metadata } = parsed.data;
   return { name, bytes: Buffer.from(content, 'utf8'), contentType: undefined, description, metadata };
 }

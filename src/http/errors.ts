@@ -83,6 +83,19 @@ export const notFound = (message: string): AppError => new AppError({ code: 'not
 export const invalid = (message: string, param?: string): AppError =>
   new AppError({ code: 'invalid_value', message, ...(param === undefined ? {} : { param }) });
 
+/**
+ * A 400 from the first issue of a zod validation done in a handler (input fastify's validator
+ * does not see): `<prefix><path>: <message>`, or `<whole>: <message>` for the value as a whole.
+ */
+export function invalidFromIssues(
+  issues: readonly { path: PropertyKey[]; message: string }[],
+  names: { prefix: string; whole: string },
+): AppError {
+  const first = issues[0];
+  const path = first?.path.map(String).join('.') ?? '';
+  return invalid(`${path ? names.prefix + path : names.whole}: ${first?.message ?? 'invalid value'}`);
+}
+
 export interface StructuredErrorBody {
   error: { message: string; type: string; code: string; param?: string };
 }

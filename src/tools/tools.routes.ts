@@ -3,7 +3,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { clientGone } from '../http/abort.ts';
 import { principalOf } from '../http/auth.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError, invalidFromIssues } from '../http/errors.ts';
 import type { ToolRegistry } from './tools.registry.ts';
 
 const toolCall = z.object({
@@ -35,14 +35,8 @@ export function toolsRoutes(tools: ToolRegistry) {
         const tool = tools.find(request.body.tool_name);
         if (!tool) throw new AppError({ code: 'not_found', message: `Tool '${request.body.tool_name}' not found` });
         const parsed = tool.parameters.safeParse(request.body.parameters);
-        if (!parsed.success) {
-          const issue = parsed.error.issues[0];
-          const path = issue?.path.map(String).join('.') ?? '';
-          throw new AppError({
-            code: 'invalid_value',
-            message: `parameters.${path || 'parameters'}: ${issue?.message ?? 'invalid'}`,
-          });
-        }
+        if (!parsed.success)
+          throw invalidFromIssues(parsed.error.issues, { prefix: 'parameters.', whole: 'parameters' });
         return tool.run(parsed.data, { principal: principalOf(request), signal: clientGone(reply) });
       },
     );
