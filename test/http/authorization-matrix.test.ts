@@ -1,0 +1,246 @@
+/**
+ * The authorisation matrix: every /api/v1 route that needs a key × every way a caller can be
+ * refused. Generated from the app's own route table, so a route added without a fixture here
+ * fails the first test instead of silently escaping the matrix.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import { scopes, type Scope } from '../../src/keys/principal.ts';
+import { startTestApp } from '../support/app.ts';
+import { fakeClock } from '../support/clock.ts';
+
+const clock = fakeClock();
+const t = await startTestApp({ clock, config: { unauthenticatedPerMinute: 1_000_000 } });
+afterAll(async () => {
+  await t.close();
+});
+
+const TARGET = 'matrix_target';
+const OTHER = 'matrix_other';
+
+async function must(response: Response, status: number): Promise<Record<string, unknown>> {
+  const text = await response.text();
+  if (response.status !== status) throw new Error(`expected ${status}, got ${response.status}: ${text}`);
+  return JSON.parse(text) as Record<string, unknown>;
+}
+
+// The world the requests act on: a collection the restricted key may not use and one it may, a
+// document in the first, and keys to manage.
+for (const name of [TARGET, OTHER])
+  await must(await t.request('/api/v1/rag/collections', { method: 'POST', json: { name } }), 201);
+const document = await must(
+  await t.request(`/api/v1/rag/collections/${TARGET}/documents`, {
+    method: 'POST',
+    json: { name: 'matrix.txt', content: 'The authorisation matrix document.' },
+  }),
+  202,
+);
+const throwawayKey = async () => (await t.createKey({ name: 'throwaway', scopes: ['read'] })).id;
+
+type Shape = 'structured' | 'simple';
+/** What a key restricted to another collection gets: a refusal, or the same as an unrestricted key. */
+type Restricted = { status: number; body: unknown } | 'unaffected';
+interface Fixture {
+  request: () => Promise<{ url: string; body?: unknown }>;
+  /** Error shape of this route (contract.md: 401/403/429 are always structured). */
+  shape: Shape;
+  restricted: Restricted;
+}
+
+const simple = (message: string) => ({ error: message });
+const collectionNotFound = { status: 404, body: simple('Collection not found') };
+const documentNotFound = { status: 404, body: simple('Document not found') };
+const fixed = (url: string, body?: unknown) => async () => ({ url, ...(body === undefined ? {} : { body }) });
+const keyRoute = (suffix: string, body?: unknown) => async () => ({
+  url: `/api/v1/keys/${await throwawayKey()}${suffix}`,
+  ...(body === undefined ? {} : { body }),
+});
+
+const fixtures: Record<string, Fixture> = {
+  'POST /api/v1/keys': {
+    request: fixed('/api/v1/keys', { name: 'm', scopes: ['read'], tier: 'standard' }),
+    shape: 'structured',
+    restricted: 'unaffected',
+  },
+  'GET /api/v1/keys': { request: fixed('/api/v1/keys'), shape: 'structured', restricted: 'unaffected' },
+  'GET /api/v1/keys/:id': { request: keyRoute(''), shape: 'structured', restricted: 'unaffected' },
+  'PATCH /api/v1/keys/:id': {
+    request: keyRoute('', { name: 'renamed' }),
+    shape: 'structured',
+    restricted: 'unaffected',
+  },
+  'DELETE /api/v1/keys/:id': { request: keyRoute(''), shape: 'structured', restricted: 'unaffected' },
+  'POST /api/v1/keys/:id/rotate': { request: keyRoute('/rotate'), shape: 'structured', restricted: 'unaffected' },
+  'GET /api/v1/keys/:id/usage': { request: keyRoute('/usage'), shape: 'structured', restricted: 'unaffected' },
+
+  'POST /api/v1/rag/collections': {
+    request: fixed('/api/v1/rag/collections', { name: 'matrix_new' }),
+    shape: 'simple',
+    restricted: {
+      status: 403,
+      body: {
+        error: {
+          message: "This API key may not use collection 'matrix_new'",
+          type: 'permission_error',
+          code: 'insufficient_scope',
+        },
+      },
+    },
+  },
+  'GET /api/v1/rag/collections': {
+    request: fixed('/api/v1/rag/collections'),
+    shape: 'simple',
+    restricted: 'unaffected',
+  },
+  'GET /api/v1/rag/collections/:collection_name': {
+    request: fixed(`/api/v1/rag/collections/${TARGET}`),
+    shape: 'simple',
+    restricted: collectionNotFound,
+  },
+  'PUT /api/v1/rag/collections/:collection_name': {
+    request: fixed(`/api/v1/rag/collections/${TARGET}`, { description: 'changed' }),
+    shape: 'simple',
+    restricted: collectionNotFound,
+  },
+  'DELETE /api/v1/rag/collections/:collection_name': {
+    request: fixed(`/api/v1/rag/collections/${TARGET}`),
+    shape: 'simple',
+    restricted: collectionNotFound,
+  },
+  'POST /api/v1/rag/collections/:collection_name/documents': {
+    request: fixed(`/api/v1/rag/collections/${TARGET}/documents`, { name: 'other.txt', content: 'other text' }),
+    shape: 'simple',
+    restricted: collectionNotFound,
+  },
+  'GET /api/v1/rag/collections/:collection_name/documents': {
+    request: fixed(`/api/v1/rag/collections/${TARGET}/documents`),
+    shape: 'simple',
+    restricted: collectionNotFound,
+  },
+  'GET /api/v1/rag/documents/:document_id': {
+    request: fixed(`/api/v1/rag/documents/${String(document.id)}`),
+    shape: 'simple',
+    restricted: documentNotFound,
+  },
+  'PUT /api/v1/rag/documents/:document_id': {
+    request: fixed(`/api/v1/rag/documents/${String(document.id)}`, { description: 'changed' }),
+    shape: 'simple',
+    restricted: documentNotFound,
+  },
+  'DELETE /api/v1/rag/documents/:document_id': {
+    request: fixed(`/api/v1/rag/documents/${String(document.id)}`),
+    shape: 'simple',
+    restricted: documentNotFound,
+  },
+
+  'POST /api/v1/agent/tool-calling': {
+    request: fixed('/api/v1/agent/tool-calling', {
+      tool_name: 'rag_search',
+      parameters: { query: 'authorisation', collection: TARGET },
+    }),
+    shape: 'simple',
+    restricted: collectionNotFound,
+  },
+  'POST /api/v1/embeddings': {
+    request: fixed('/api/v1/embeddings', { model: 'text-embedding-ada-002', input: 'hello' }),
+    shape: 'structured',
+    restricted: 'unaffected',
+  },
+  'POST /api/v1/chat/completions': {
+    request: fixed('/api/v1/chat/completions', { model: 'no-such-model', messages: [{ role: 'user', content: 'hi' }] }),
+    shape: 'structured',
+    restricted: 'unaffected',
+  },
+  'GET /api/v1/models': { request: fixed('/api/v1/models'), shape: 'structured', restricted: 'unaffected' },
+};
+
+const routes = t.app.routes.map((r) => ({ ...r, id: `${r.method} ${r.url}` }));
+const authError = (message: string) => ({ error: { message, type: 'authentication_error', code: 'invalid_api_key' } });
+const bodyless = (method: string) => method === 'GET' || method === 'DELETE';
+
+async function send(route: { method: string }, fixture: Fixture, key: string | null) {
+  const { url, body } = await fixture.request();
+  const response = await t.request(url, {
+    method: route.method,
+    key,
+    ...(bodyless(route.method) ? {} : { json: body ?? {} }),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? (JSON.parse(text) as unknown) : undefined };
+}
+
+// Callers refused before their key is looked at, or refused for what their key is.
+const revoked = await t.createKey({ name: 'revoked', scopes: ['admin'] });
+await must(await t.request(`/api/v1/keys/${revoked.id}`, { method: 'DELETE' }), 200);
+const expired = await t.createKey({
+  name: 'expired',
+  scopes: ['admin'],
+  expires_at: new Date(clock() + 1000).toISOString(),
+});
+clock.advance(1000);
+const withoutScope = new Map<Scope, string>();
+for (const scope of scopes.filter((s) => s !== 'admin')) {
+  const others = scopes.filter((s) => s !== scope && s !== 'admin');
+  withoutScope.set(scope, (await t.createKey({ name: `no-${scope}`, scopes: others, tier: 'enterprise' })).key);
+}
+const restrictedKey = (await t.createKey({ name: 'restricted', scopes: ['admin'], collections: [OTHER] })).key;
+const unrestrictedKey = (await t.createKey({ name: 'unrestricted', scopes: ['admin'] })).key;
+
+const refusals: { name: string; key: () => string | null; expected: unknown }[] = [
+  {
+    name: 'no key',
+    key: () => null,
+    expected: authError('Missing API key: send the header Authorization: Bearer <key>'),
+  },
+  { name: 'malformed key', key: () => 'not-a-key', expected: authError('Invalid API key') },
+  { name: 'unknown key', key: () => `rpk_${'Z'.repeat(40)}`, expected: authError('Invalid API key') },
+  { name: 'revoked key', key: () => revoked.key, expected: authError('API key has been revoked') },
+  { name: 'expired key', key: () => expired.key, expected: authError('API key has expired') },
+];
+
+describe('authorisation matrix', () => {
+  it('has a fixture for every route in the route table, and no stale ones', () => {
+    expect(routes.length).toBeGreaterThan(0);
+    expect(routes.map((r) => r.id).sort()).toEqual(Object.keys(fixtures).sort());
+  });
+
+  describe.each(routes)('$id', (route) => {
+    const fixture = fixtures[route.id] as Fixture;
+
+    it.each(refusals)('$name → 401', async ({ key, expected }) => {
+      const got = await send(route, fixture, key());
+      expect(got).toEqual({ status: 401, body: expected });
+    });
+
+    it(`key without the route's scope → 403`, async () => {
+      const access = route.access as Scope;
+      // Key management needs admin, which implies every scope: any non-admin key lacks it.
+      const key = access === 'admin' ? (withoutScope.get('read') as string) : (withoutScope.get(access) as string);
+      const got = await send(route, fixture, key);
+      expect(got).toEqual({
+        status: 403,
+        body: {
+          error: {
+            message: `This API key lacks the '${access}' scope required here`,
+            type: 'permission_error',
+            code: 'insufficient_scope',
+          },
+        },
+      });
+    });
+
+    it('key restricted to another collection', async () => {
+      const got = await send(route, fixture, restrictedKey);
+      if (fixture.restricted === 'unaffected') {
+        const free = await send(route, fixture, unrestrictedKey);
+        expect(got.status).toBe(free.status);
+        expect([401, 403]).not.toContain(got.status);
+        if (route.id === 'GET /api/v1/rag/collections') {
+          const names = (got.body as { collections: { name: string }[] }).collections.map((c) => c.name);
+          expect(names).toEqual([OTHER]);
+        }
+      } else {
+        expect(got).toEqual(fixture.restricted);
+      }
+    });
+  });
+});
