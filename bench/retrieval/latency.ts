@@ -17,6 +17,7 @@ import { readFileSync } from 'node:fs';
 import { sql } from 'drizzle-orm';
 import { queryRows } from '../../src/db/client.ts';
 import { newId } from '../../src/db/ids.ts';
+import { gaussian, seededRandom } from '../../test/support/random.ts';
 import { api, percentile, saveResults, startBenchServer } from '../support.ts';
 
 const sizes = (process.env.LATENCY_SIZES ?? '10000,100000').split(',').map(Number);
@@ -32,9 +33,8 @@ const server = await startBenchServer({ ingestionConcurrency: 0 });
 if (server.database.kind !== 'postgres') throw new Error('set DATABASE_URL: this benchmark is for a PostgreSQL server');
 
 // Deterministic pseudo-random numbers, so every run builds the same data.
-let seed = 42;
-const rand = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
-const gauss = () => Math.sqrt(-2 * Math.log(rand() + 1e-12)) * Math.cos(2 * Math.PI * rand());
+const rand = seededRandom(42);
+const gauss = () => gaussian(rand);
 const unit = (v: number[]) => {
   const n = Math.sqrt(v.reduce((s, x) => s + x * x, 0));
   return v.map((x) => x / n);
@@ -109,6 +109,12 @@ for (const size of sizes) {
   await server.database.db.execute(sql`vacuum analyze chunks`);
   await server.database.db.execute(sql`vacuum analyze chunk_terms`);
   const loadSeconds = (performance.now() - t0) / 1000;
+  // Synthetic data must not repeat itself: HNSW stores identical vectors once, which would flatter it.
+  const [distinct] = await queryRows<{ n: number }>(
+    server.database.db,
+    sql`select count(distinct content)::int as n from chunks where collection_id = ${collectionId}`,
+  );
+  if ((distinct?.n ?? 0) < size * 0.999) throw new Error(`only ${distinct?.n} distinct chunks of ${size}`);
 
   // Exact top 10 per recall query, computed once per size (a sequential scan of every vector).
   const exactTop = new Map<string, Set<string>>();

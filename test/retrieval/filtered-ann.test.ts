@@ -13,6 +13,7 @@ import { queryRows } from '../../src/db/client.ts';
 import { newId } from '../../src/db/ids.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 import { createCollection } from '../support/documents.ts';
+import { gaussian, seededRandom } from '../support/random.ts';
 import { testEmbeddings } from '../support/embeddings.ts';
 
 const QUERY = 'treatment outcomes of vitamin D supplementation';
@@ -21,9 +22,8 @@ const RARE = 300;
 const TOP_K = 5;
 
 let t: TestApp;
-let seed = 7;
-const rand = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
-const gauss = () => Math.sqrt(-2 * Math.log(rand() + 1e-12)) * Math.cos(2 * Math.PI * rand());
+const rand = seededRandom(7);
+const gauss = () => gaussian(rand);
 const unit = (v: number[]) => {
   const n = Math.hypot(...v);
   return v.map((x) => x / n);
