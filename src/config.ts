@@ -42,6 +42,7 @@ export const envSchema = z.object({
   RETRIEVAL_KEYWORD_WEIGHT: z.coerce.number().min(0).max(10).default(1),
   BM25_K1: z.coerce.number().min(0).max(10).default(0.9),
   BM25_B: z.coerce.number().min(0).max(1).default(0.4),
+  BM25_TERM_POSTINGS: z.coerce.number().int().min(0).default(2000),
   RETRIEVAL_EXACT_BELOW: z.coerce.number().int().min(0).default(10_000),
   BRAVE_SEARCH_API_KEY: z.string().min(1).optional(),
   BRAVE_SEARCH_BASE_URL: z.url().default('https://api.search.brave.com'),
@@ -102,7 +103,7 @@ export interface Config {
   retrieval: {
     rrfK: number;
     weights: { dense: number; keyword: number };
-    bm25: { k1: number; b: number };
+    bm25: { k1: number; b: number; termPostings: number };
     exactBelow: number;
     efSearch: number;
   };
@@ -193,7 +194,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     retrieval: {
       rrfK: e.RETRIEVAL_RRF_K,
       weights: { dense: e.RETRIEVAL_DENSE_WEIGHT, keyword: e.RETRIEVAL_KEYWORD_WEIGHT },
-      bm25: { k1: e.BM25_K1, b: e.BM25_B },
+      bm25: { k1: e.BM25_K1, b: e.BM25_B, termPostings: e.BM25_TERM_POSTINGS },
       exactBelow: e.RETRIEVAL_EXACT_BELOW,
       efSearch: e.HNSW_EF_SEARCH,
     },

@@ -30,14 +30,21 @@ const INSERT_BATCH = 200;
 
 /**
  * Deletes a document's chunks (postings go by cascade) and takes them out of the collection's
- * BM25 statistics, in the caller's transaction.
+ * BM25 statistics, in the caller's transaction. The collection's statistics row is locked first,
+ * so every writer of one collection's term statistics queues on it and they cannot deadlock.
  */
 export async function removeChunks(tx: Db, documentId: string, collectionId: string): Promise<void> {
   await tx.execute(sql`
-    with gone as (delete from chunks where document_id = ${documentId} returning term_count)
-    update collection_stats set chunk_count = chunk_count - (select count(*) from gone),
-      total_terms = total_terms - (select coalesce(sum(term_count), 0) from gone)
+    update collection_stats set
+      chunk_count = chunk_count - (select count(*) from chunks where document_id = ${documentId}),
+      total_terms = total_terms - (select coalesce(sum(term_count), 0) from chunks where document_id = ${documentId})
     where collection_id = ${collectionId}`);
+  await tx.execute(sql`
+    update term_stats s set df = s.df - g.n
+    from (select term, count(*)::int as n from chunk_terms
+          where chunk_id in (select id from chunks where document_id = ${documentId}) group by term) g
+    where s.collection_id = ${collectionId} and s.term = g.term`);
+  await tx.execute(sql`delete from chunks where document_id = ${documentId}`);
 }
 
 /**
@@ -181,6 +188,16 @@ export function createJobsRepository(db: Db) {
                 ${sql.param(postings.map((p) => p.term))}::text[], ${sql.param(postings.map((p) => p.chunkId))}::bigint[],
                 ${sql.param(postings.map((p) => p.tf))}::int[], ${sql.param(postings.map((p) => p.length))}::int[])`);
           }
+        }
+        // Document frequencies: the number of this document's chunks holding each term.
+        const df = new Map<string, number>();
+        for (const c of chunks) for (const term of c.terms.keys()) df.set(term, (df.get(term) ?? 0) + 1);
+        if (df.size > 0) {
+          const sorted = [...df.keys()].sort();
+          await tx.execute(sql`
+            insert into term_stats (collection_id, term, df)
+            select ${doc.collection_id}, * from unnest(${sql.param(sorted)}::text[], ${sql.param(sorted.map((t) => df.get(t) as number))}::int[])
+            on conflict (collection_id, term) do update set df = term_stats.df + excluded.df`);
         }
         await tx.execute(sql`
           insert into collection_stats (collection_id, chunk_count, total_terms)

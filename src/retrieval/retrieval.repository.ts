@@ -22,6 +22,8 @@ export interface SearchQuery {
   weights: { dense: number; keyword: number };
   efSearch: number;
   bm25: { k1: number; b: number };
+  /** Postings read per query term, best first by impact; 0 reads every posting (exact BM25). */
+  termPostings: number;
 }
 
 export interface SearchHit {
@@ -36,6 +38,14 @@ export interface SearchHit {
 }
 
 const safeId = /^col_[A-Za-z0-9]+$/;
+
+/**
+ * A posting's impact: BM25's term-frequency part with k1 = 0.9, b = 0.4 and a nominal chunk length
+ * of 100 terms. It only orders a posting list (the score itself uses the configured k1, b and the
+ * collection's real average length); must stay identical to the expression of the index
+ * chunk_terms_impact_idx (migrations/0004_bm25_term_stats.sql) for the index to serve it.
+ */
+const IMPACT = sql.raw('(p.tf::float8 / (p.tf::float8 + 0.54::float8 + 0.0036::float8 * p.length::float8))');
 
 export function createRetrievalRepository(db: Db) {
   return {
@@ -78,19 +88,23 @@ export function createRetrievalRepository(db: Db) {
                 order by ${distance} limit ${q.candidates}) x`
         : sql`select null::bigint as id, null::bigint as r where false`;
 
+      // Each query term's postings, best first by impact, at most `termPostings` of them (0: all).
+      // The filter applies inside the scan, so a selective filter still fills the list.
+      const postings = sql`select chunk_id, tf, length from chunk_terms p
+              where p.collection_id = ${col} and p.term = qt.term
+              ${q.filter ? sql`and p.chunk_id in (select c.id from chunks c where c.collection_id = ${col} ${inFilter})` : sql``}
+              ${q.termPostings > 0 ? sql`order by ${IMPACT} desc limit ${q.termPostings}` : sql``}`;
       const keyword = useKeyword
         ? sql`select id, row_number() over (order by score desc, id) as r from (
                 select p.chunk_id as id,
                        sum(qt.qtf * ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5))
                            * p.tf * (${k1} + 1)
                            / (p.tf + ${k1} * (1 - ${b} + ${b} * p.length / st.avgdl))) as score
-                from chunk_terms p
-                join qt on qt.term = p.term
-                join df on df.term = p.term
+                from qt
+                join df on df.term = qt.term
+                cross join lateral (${postings}) p
                 cross join st
-                where p.collection_id = ${col}
                 group by p.chunk_id
-                ${q.filter ? sql`having p.chunk_id in (select c.id from chunks c where c.collection_id = ${col} ${inFilter})` : sql``}
                 order by score desc, p.chunk_id limit ${q.candidates}) y`
         : sql`select null::bigint as id, null::bigint as r where false`;
 
@@ -103,8 +117,8 @@ export function createRetrievalRepository(db: Db) {
                  case when chunk_count > 0 then total_terms::float8 / chunk_count else 1 end as avgdl
           from collection_stats where collection_id = ${col}),
         df as (
-          select p.term, count(*)::float8 as df from chunk_terms p join qt on qt.term = p.term
-          where p.collection_id = ${col} group by p.term),
+          select s.term, s.df::float8 as df from term_stats s join qt on qt.term = s.term
+          where s.collection_id = ${col} and s.df > 0),
         dense as (${dense}),
         keyword as (${keyword}),
         fused as (

@@ -9,7 +9,8 @@ import type { RetrievalRepository, SearchMode } from './retrieval.repository.ts'
 export interface RetrievalSettings {
   rrfK: number;
   weights: { dense: number; keyword: number };
-  bm25: { k1: number; b: number };
+  /** BM25 parameters; `termPostings` caps the postings read per query term (0: all). */
+  bm25: { k1: number; b: number; termPostings: number };
   /** Filtered searches over at most this many chunks are exact instead of approximate. */
   exactBelow: number;
   efSearch: number;
@@ -70,7 +71,8 @@ export function createRetrievalService({ repo, collections, embeddings, settings
         rrfK: settings.rrfK,
         weights: settings.weights,
         efSearch: Math.max(settings.efSearch, candidates),
-        bm25: settings.bm25,
+        bm25: { k1: settings.bm25.k1, b: settings.bm25.b },
+        termPostings: settings.bm25.termPostings,
       });
       return hits.map((h) => {
         const meta = h.metadata ?? {};

@@ -275,3 +275,41 @@ describe('selective filters over a larger collection', () => {
     }
   }, 120_000);
 });
+
+describe('BM25 posting lists longer than BM25_TERM_POSTINGS', () => {
+  it('are read best first: the same top results as reading every posting', async () => {
+    await createCollection(t, 'dense_terms');
+    // Eight notes mention "quokka"; the more often and the shorter the note, the higher its BM25.
+    for (let i = 1; i <= 8; i++) {
+      await upload(
+        'dense_terms',
+        `q${i}.txt`,
+        `${'quokka '.repeat(i)}lives on an island ${'with sand '.repeat(9 - i)}`,
+      );
+    }
+    const parameters = {
+      query: 'quokka',
+      collection: 'dense_terms',
+      top_k: 3,
+      similarity_threshold: -1,
+      mode: 'keyword',
+    };
+    const exact = await hits(parameters);
+    expect(names(exact)).toEqual(['q8.txt', 'q7.txt', 'q6.txt']);
+    const pruned = await startTestApp({
+      database: t.database,
+      config: { retrieval: { ...t.config.retrieval, bm25: { ...t.config.retrieval.bm25, termPostings: 3 } } },
+    });
+    try {
+      const r = await pruned.request('/api/v1/agent/tool-calling', {
+        method: 'POST',
+        json: { tool_name: 'rag_search', parameters },
+      });
+      const results = ((await r.json()) as { results: Hit[] }).results;
+      expect(names(results)).toEqual(names(exact));
+      results.forEach((h, i) => expect(h.score).toBeCloseTo(exact[i]?.score ?? NaN, 6));
+    } finally {
+      await pruned.close();
+    }
+  }, 120_000);
+});

@@ -30,3 +30,20 @@ export const collectionStats = pgTable('collection_stats', {
   chunkCount: bigint('chunk_count', { mode: 'number' }).notNull().default(0),
   totalTerms: bigint('total_terms', { mode: 'number' }).notNull().default(0),
 });
+
+/**
+ * Document frequency of each term in a collection (chunks containing it), kept in step with the
+ * postings in the same transactions, so a query reads one row per term instead of counting a
+ * posting list.
+ */
+export const termStats = pgTable(
+  'term_stats',
+  {
+    collectionId: text('collection_id')
+      .notNull()
+      .references(() => collections.id, { onDelete: 'cascade' }),
+    term: text('term').notNull(),
+    df: integer('df').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.collectionId, t.term] })],
+);
