@@ -108,6 +108,9 @@ async function load(collectionId: string, size: number): Promise<number> {
         ${sql.param(postings.map((p) => idOf.get(p.position) as number))}::bigint[],
         ${sql.param(postings.map((p) => p.tf))}::int[], ${sql.param(postings.map((p) => p.length))}::int[])`);
   }
+  await server.database.db.execute(sql`
+    insert into term_stats (collection_id, term, df)
+    select collection_id, term, count(*)::int from chunk_terms where collection_id = ${collectionId} group by 1, 2`);
   await server.database.db.execute(
     sql`update collection_stats set chunk_count = ${size}, total_terms = ${totalTerms} where collection_id = ${collectionId}`,
   );
