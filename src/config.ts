@@ -92,7 +92,7 @@ export interface Config {
   unauthenticatedPerMinute: number;
   redisFailureMode: Env['RATE_LIMIT_REDIS_FAILURE'];
   shutdownTimeoutMs: number;
-  /** Prometheus scrape: off without a token; on its own port when `port` is set. */
+  /** Prometheus scrape: off without a token; on its own port (with /healthz) when `port` is set. */
   metrics: { token: string | undefined; port: number | undefined };
   modelsDir: string | undefined;
   embeddingModel: string;
@@ -154,9 +154,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`Invalid configuration:\n${problems.join('\n')}`);
   }
   const e = parsed.data;
-  if (e.METRICS_PORT !== undefined && e.METRICS_TOKEN === undefined) {
-    throw new ConfigError('Invalid configuration:\n  METRICS_PORT: set METRICS_TOKEN too (the scrape needs its token)');
-  }
   const chosen = e.WEB_SEARCH_PROVIDER;
   const configured = { brave: e.BRAVE_SEARCH_API_KEY, searxng: e.SEARXNG_URL, tavily: e.TAVILY_API_KEY };
   if (chosen && !configured[chosen]) {

@@ -20,7 +20,7 @@ async function main(): Promise<void> {
   await app.server.listen({ port: config.port, host: config.host });
   const { token, port: metricsPort } = config.metrics;
   const metricsServer =
-    token !== undefined && metricsPort !== undefined
+    metricsPort !== undefined
       ? await startMetricsServer({ host: config.host, port: metricsPort, token, metrics: app.metrics, logger })
       : undefined;
   logger.info(

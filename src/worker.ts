@@ -34,9 +34,9 @@ async function main(): Promise<void> {
     concurrency: Math.max(1, config.ingestionConcurrency),
     metrics: metrics.ingestion,
   });
-  // The worker's only HTTP: /metrics and /healthz on METRICS_PORT, when set.
+  // The worker's only HTTP: /healthz (and /metrics with a token) on METRICS_PORT, when set.
   const metricsServer =
-    token !== undefined && port !== undefined
+    port !== undefined
       ? await startMetricsServer({ host: config.host, port, token, metrics, logger })
       : undefined;
   worker.start();

@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { AppError, renderError } from '../http/errors.ts';
+import { AppError, notFound, renderError } from '../http/errors.ts';
 import type { Metrics } from './metrics.ts';
 
 const digest = (value: string) => createHash('sha256').update(value).digest();
@@ -22,13 +22,15 @@ export interface MetricsServer {
 }
 
 /**
- * `/metrics` and `/healthz` on their own port: the standalone worker has no other HTTP server, and
- * a server with METRICS_PORT keeps the scrape off the port its clients reach.
+ * `/metrics` and `/healthz` on their own port: the standalone worker has no other HTTP server (its
+ * container healthcheck needs one), and a server with METRICS_PORT keeps the scrape off the port
+ * its clients reach.
  */
 export async function startMetricsServer(options: {
   host: string;
   port: number;
-  token: string;
+  /** Without it the port serves only /healthz (a worker's liveness probe). */
+  token: string | undefined;
   metrics: Metrics;
   logger: Logger;
 }): Promise<MetricsServer> {
@@ -39,14 +41,10 @@ export async function startMetricsServer(options: {
       res.writeHead(status, { 'content-type': type, ...headers });
       res.end(body);
     };
-    if (req.method !== 'GET' || (path !== '/metrics' && path !== '/healthz')) {
-      return send(
-        404,
-        'application/json',
-        JSON.stringify({ error: { message: 'Not found', type: 'not_found_error', code: 'not_found' } }),
-      );
+    if (req.method === 'GET' && path === '/healthz') return send(200, 'application/json', '{"status":"ok"}');
+    if (req.method !== 'GET' || path !== '/metrics' || token === undefined) {
+      return send(404, 'application/json', JSON.stringify(renderError(notFound('Not found'), 'structured')));
     }
-    if (path === '/healthz') return send(200, 'application/json', '{"status":"ok"}');
     if (!scrapeAuthorized(req.headers.authorization, token)) {
       return send(401, 'application/json', JSON.stringify(scrapeRefused()), { 'www-authenticate': 'Bearer' });
     }

@@ -180,6 +180,23 @@ describe('without METRICS_TOKEN', () => {
 });
 
 describe('the metrics port (METRICS_PORT, the standalone worker)', () => {
+  it('without METRICS_TOKEN serves only /healthz (the worker container healthcheck)', async () => {
+    const metrics = createMetrics({ processMetrics: false });
+    const server = await startMetricsServer({
+      host: '127.0.0.1',
+      port: 0,
+      token: undefined,
+      metrics,
+      logger: pino({ level: 'silent' }),
+    });
+    try {
+      expect((await fetch(`http://127.0.0.1:${server.port}/healthz`)).status).toBe(200);
+      expect((await fetch(`http://127.0.0.1:${server.port}/metrics`)).status).toBe(404);
+    } finally {
+      await server.close();
+    }
+  });
+
   it('serves /metrics with the token and /healthz without; nothing else', async () => {
     const metrics = createMetrics({ processMetrics: false });
     metrics.ingestion.jobEnded('processed', 0.5);
