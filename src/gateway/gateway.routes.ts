@@ -95,8 +95,14 @@ export function gatewayRoutes(gateway: GatewayService) {
         abortOnShutdown(reply, controller);
         const options = { signal: controller.signal, caller };
         const body = request.body;
+        // A request the shutdown deadline cut says so, rather than blaming the provider.
+        const cut = (error: unknown) => {
+          throw reply.server.shutdownSignal.aborted ? shuttingDown() : error;
+        };
         if (body.stream === true) {
-          const stream = await gateway.stream(body as unknown as ChatCompletionCreateParamsStreaming, options);
+          const stream = await gateway
+            .stream(body as unknown as ChatCompletionCreateParamsStreaming, options)
+            .catch(cut);
           // From here on the socket is ours: headers already set (request id, rate limits) go first.
           void reply.hijack();
           reply.raw.writeHead(200, {
@@ -108,7 +114,9 @@ export function gatewayRoutes(gateway: GatewayService) {
           await writeSse(reply.raw, stream, body.stream_options?.include_usage === true, reply.server.shutdownSignal);
           return reply;
         }
-        const result = await gateway.complete(body as unknown as ChatCompletionCreateParamsNonStreaming, options);
+        const result = await gateway
+          .complete(body as unknown as ChatCompletionCreateParamsNonStreaming, options)
+          .catch(cut);
         // The upstream's bytes, unchanged: a string with a JSON type skips serialization.
         return reply.type('application/json; charset=utf-8').send(result.body);
       },

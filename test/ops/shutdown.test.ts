@@ -42,7 +42,8 @@ const refused = (url: string) =>
         () => false,
         (error: Error & { cause?: { code?: string } }) => error.cause?.code === 'ECONNREFUSED',
       ),
-    { timeoutMs: 5_000 },
+    // The signal is handled once the event loop is free: in-process embedding batches block it.
+    { timeoutMs: 60_000 },
   );
 
 /** Reads a streamed response until `until` holds for what came so far. */
