@@ -36,9 +36,7 @@ async function main(): Promise<void> {
   });
   // The worker's only HTTP: /healthz (and /metrics with a token) on METRICS_PORT, when set.
   const metricsServer =
-    port !== undefined
-      ? await startMetricsServer({ host: config.host, port, token, metrics, logger })
-      : undefined;
+    port !== undefined ? await startMetricsServer({ host: config.host, port, token, metrics, logger }) : undefined;
   worker.start();
   logger.info({ worker: worker.id, metrics_port: metricsServer?.port }, 'ingestion worker started');
 
