@@ -26,6 +26,8 @@ RUN mkdir -p /data && chown node:node /data
 USER node
 VOLUME ["/data"]
 EXPOSE 8080
+# SIGTERM drains (SHUTDOWN_TIMEOUT_MS); give the container longer than that before SIGKILL.
+STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=15s --timeout=3s --start-period=30s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 CMD ["node", "src/server.ts"]

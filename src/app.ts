@@ -27,6 +27,9 @@ import { createEmbeddingsService } from './embeddings/embeddings.service.ts';
 import type { EmbeddingRegistry } from './embeddings/registry.ts';
 import { createJobsRepository } from './ingestion/jobs.repository.ts';
 import { createIngestionWorker, type IngestionWorker } from './ingestion/worker.ts';
+import { countEmbeddings } from './metrics/embeddings.ts';
+import { createMetrics, type Metrics } from './metrics/metrics.ts';
+import { installHttpMetrics, metricsRoutes } from './metrics/metrics.routes.ts';
 import { createCodeExecution } from './tools/code-execution/tool.ts';
 import { anyTool } from './tools/tool.types.ts';
 import { createToolRegistry } from './tools/tools.registry.ts';
@@ -54,8 +57,15 @@ export interface App {
   routes: readonly RouteEntry[];
   /** The in-process ingestion worker, when INGESTION_CONCURRENCY > 0. */
   worker: IngestionWorker | undefined;
-  /** Marks the instance as draining: /readyz answers 503 while in-flight work finishes. */
+  /**
+   * Marks the instance as draining: /readyz answers 503, responses close their connections, and
+   * the in-process worker stops and returns its jobs to the queue, while in-flight work finishes.
+   */
   beginShutdown(): void;
+  /** The shutdown deadline passed: streams still open end with an error event and `[DONE]`. */
+  endStreams(): void;
+  /** This process's Prometheus registry (served at /metrics when METRICS_TOKEN is set). */
+  metrics: Metrics;
   /** Chat service and embedding backends, for other domains (chatbots, embeddings route). */
   gateway: Gateway;
   /** Usage counters, written in batches; flushed when the server closes. */
@@ -69,9 +79,17 @@ const { version } = JSON.parse(readFileSync(new URL('../package.json', import.me
 const incomingRequestId = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export async function buildApp(deps: AppDeps): Promise<App> {
-  const { config, database, limiter, logger, embeddings } = deps;
+  const { config, database, limiter, logger } = deps;
   const clock = deps.clock ?? Date.now;
   let shuttingDown = false;
+  const streamsEnd = new AbortController();
+  const jobs = createJobsRepository(database.db);
+  const metrics = createMetrics({
+    processMetrics: config.metrics.token !== undefined,
+    queueStats: () => jobs.queueStats(),
+    onQueueError: (error) => logger.warn({ err: error }, 'metrics: ingestion queue unreadable'),
+  });
+  const embeddings = countEmbeddings(deps.embeddings, metrics);
 
   const baseLogger: FastifyBaseLogger = logger;
   const server = Fastify({
@@ -87,6 +105,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   });
   server.setValidatorCompiler(validatorCompiler);
   server.setSerializerCompiler(serializerCompiler);
+  server.decorate('shutdownSignal', streamsEnd.signal);
   // JSON is the only body format besides uploads, which register their own parser: text is a 415.
   server.removeContentTypeParser('text/plain');
   installErrorHandling(server);
@@ -97,6 +116,11 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   server.addHook('onRequest', async (request, reply) => {
     void reply.header('x-request-id', request.id);
   });
+  // While draining, every response ends its connection, so keep-alive clients move elsewhere.
+  server.addHook('onSend', async (_request, reply) => {
+    if (shuttingDown) void reply.header('connection', 'close');
+  });
+  installHttpMetrics(server, metrics);
   // One line per request; the key id, never the secret.
   server.addHook('onResponse', async (request, reply) => {
     request.log.info(
@@ -128,7 +152,14 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     maxPendingRows: config.usageFlushMaxRows,
   });
   const quota = createTokenQuota({ repo: usageRepo, recorder: usage, clock, ttlMs: 5_000 });
-  const gateway = createGateway({ config: config.gateway, usage, quota, logger, clock });
+  const gateway = createGateway({
+    config: config.gateway,
+    usage,
+    quota,
+    logger,
+    clock,
+    onUpstreamFailure: (failure) => metrics.upstreamFailed(failure),
+  });
   // In-flight requests finish before onClose hooks run, so their usage is in the last flush.
   server.addHook('onClose', async () => {
     await usage.close();
@@ -169,8 +200,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   );
   await server.register(keysRoutes(keys));
   await server.register(gatewayRoutes(gateway.service));
+  if (config.metrics.token !== undefined && config.metrics.port === undefined) {
+    await server.register(metricsRoutes(metrics, config.metrics.token));
+  }
 
-  const jobs = createJobsRepository(database.db);
   const worker =
     config.ingestionConcurrency > 0
       ? createIngestionWorker({
@@ -180,6 +213,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
           leaseMs: config.ingestionLeaseMs,
           logger,
           concurrency: config.ingestionConcurrency,
+          metrics: metrics.ingestion,
         })
       : undefined;
   const collections = createCollectionsService({
@@ -223,7 +257,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     worker,
     beginShutdown: () => {
       shuttingDown = true;
+      void worker?.stop();
     },
+    endStreams: () => streamsEnd.abort(),
+    metrics,
     gateway,
     usage,
   };

@@ -25,6 +25,8 @@ export const envSchema = z.object({
   RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: positiveInt.default(60),
   RATE_LIMIT_REDIS_FAILURE: z.enum(['local', 'closed']).default('local'),
   SHUTDOWN_TIMEOUT_MS: positiveInt.default(10_000),
+  METRICS_TOKEN: z.string().min(16, 'METRICS_TOKEN must be at least 16 characters').optional(),
+  METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   MODELS_DIR: z.string().min(1).optional(),
   EMBEDDING_MODEL: z.string().min(1).default('sentence-transformers/all-MiniLM-L6-v2'),
   EMBEDDING_DTYPE: z.enum(['q8', 'fp32']).default('q8'),
@@ -91,6 +93,8 @@ export interface Config {
   unauthenticatedPerMinute: number;
   redisFailureMode: Env['RATE_LIMIT_REDIS_FAILURE'];
   shutdownTimeoutMs: number;
+  /** Prometheus scrape: off without a token; on its own port (with /healthz) when `port` is set. */
+  metrics: { token: string | undefined; port: number | undefined };
   modelsDir: string | undefined;
   embeddingModel: string;
   embeddingDtype: Env['EMBEDDING_DTYPE'];
@@ -182,6 +186,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     unauthenticatedPerMinute: e.RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE,
     redisFailureMode: e.RATE_LIMIT_REDIS_FAILURE,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+    metrics: { token: e.METRICS_TOKEN, port: e.METRICS_PORT },
     modelsDir: e.MODELS_DIR,
     embeddingModel: e.EMBEDDING_MODEL,
     embeddingDtype: e.EMBEDDING_DTYPE,

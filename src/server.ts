@@ -3,7 +3,11 @@ import { ConfigError, loadConfig } from './config.ts';
 import { openConfiguredDatabase } from './db/client.ts';
 import { loadEmbeddings } from './embeddings/load.ts';
 import { createLogger } from './logging.ts';
+import { startMetricsServer } from './metrics/scrape.ts';
 import { createLimiter } from './ratelimit/create.ts';
+
+/** After the deadline, how long streams get to write their error event before sockets are cut. */
+const STREAM_END_GRACE_MS = 250;
 
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -14,8 +18,13 @@ async function main(): Promise<void> {
   const embeddings = await loadEmbeddings(config, logger);
   const app = await buildApp({ config, database, limiter, logger, embeddings });
   await app.server.listen({ port: config.port, host: config.host });
+  const { token, port: metricsPort } = config.metrics;
+  const metricsServer =
+    metricsPort !== undefined
+      ? await startMetricsServer({ host: config.host, port: metricsPort, token, metrics: app.metrics, logger })
+      : undefined;
   logger.info(
-    { port: config.port, database: database.kind, rate_limits: limiter.name },
+    { port: config.port, metrics_port: metricsServer?.port, database: database.kind, rate_limits: limiter.name },
     `ragport listening on ${config.host}:${config.port}`,
   );
 
@@ -23,14 +32,26 @@ async function main(): Promise<void> {
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    logger.info({ signal }, 'shutting down');
+    logger.info({ signal, timeout_ms: config.shutdownTimeoutMs }, 'shutting down');
     app.beginShutdown();
+    // Past the deadline open streams end in-band, then every connection is cut; the rest of the
+    // shutdown (usage flush, jobs returned, connections closed) still runs.
     const deadline = setTimeout(() => {
-      logger.error('shutdown deadline passed; exiting');
-      process.exit(1);
+      logger.warn('shutdown deadline passed; ending open streams and connections');
+      app.endStreams();
+      setTimeout(() => app.server.server.closeAllConnections(), STREAM_END_GRACE_MS).unref();
     }, config.shutdownTimeoutMs);
     deadline.unref();
+    const hardStop = setTimeout(() => {
+      logger.error('shutdown is stuck; exiting');
+      process.exit(1);
+    }, config.shutdownTimeoutMs + 10_000);
+    hardStop.unref();
+    // Stops accepting at once, waits for in-flight requests, then runs the onClose hooks
+    // (usage flushed, providers closed, the in-process worker's jobs returned to the queue).
     await app.server.close();
+    clearTimeout(deadline);
+    await metricsServer?.close();
     await limiter.close();
     await database.close();
     logger.info('stopped');

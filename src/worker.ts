@@ -4,8 +4,11 @@ import { loadEmbeddings } from './embeddings/load.ts';
 import { createJobsRepository } from './ingestion/jobs.repository.ts';
 import { createIngestionWorker } from './ingestion/worker.ts';
 import { createLogger } from './logging.ts';
+import { countEmbeddings } from './metrics/embeddings.ts';
+import { createMetrics } from './metrics/metrics.ts';
+import { startMetricsServer } from './metrics/scrape.ts';
 
-/** A standalone ingestion worker (`npm run worker`): claims jobs from the shared queue, serves no HTTP. */
+/** A standalone ingestion worker (`npm run worker`): claims jobs from the shared queue, serves no API. */
 async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
@@ -14,22 +17,44 @@ async function main(): Promise<void> {
   }
   const database = await openConfiguredDatabase(config, logger);
   await database.migrate();
-  const embeddings = await loadEmbeddings(config, logger);
+  const jobs = createJobsRepository(database.db);
+  const { token, port } = config.metrics;
+  const metrics = createMetrics({
+    processMetrics: token !== undefined,
+    queueStats: () => jobs.queueStats(),
+    onQueueError: (error) => logger.warn({ err: error }, 'metrics: ingestion queue unreadable'),
+  });
+  const embeddings = countEmbeddings(await loadEmbeddings(config, logger), metrics);
   const worker = createIngestionWorker({
-    jobs: createJobsRepository(database.db),
+    jobs,
     embeddings,
     chunking: config.chunking,
     leaseMs: config.ingestionLeaseMs,
     logger,
     concurrency: Math.max(1, config.ingestionConcurrency),
+    metrics: metrics.ingestion,
   });
+  // The worker's only HTTP: /healthz (and /metrics with a token) on METRICS_PORT, when set.
+  const metricsServer =
+    port !== undefined ? await startMetricsServer({ host: config.host, port, token, metrics, logger }) : undefined;
   worker.start();
-  logger.info({ worker: worker.id }, 'ingestion worker started');
+  logger.info({ worker: worker.id, metrics_port: metricsServer?.port }, 'ingestion worker started');
 
+  let stopping = false;
   const stop = async (signal: string) => {
-    logger.info({ signal }, 'worker stopping');
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal, timeout_ms: config.shutdownTimeoutMs }, 'worker stopping');
+    // A job stuck past the deadline (a parser that cannot be interrupted) is left to its lease.
+    const deadline = setTimeout(() => {
+      logger.error('shutdown deadline passed; exiting with jobs still running (their leases will expire)');
+      process.exit(1);
+    }, config.shutdownTimeoutMs);
+    deadline.unref();
     await worker.stop();
+    await metricsServer?.close();
     await database.close();
+    logger.info('worker stopped');
     process.exit(0);
   };
   process.once('SIGTERM', () => void stop('SIGTERM'));

@@ -48,6 +48,8 @@ export function createBatcher(
       .sort((a, b) => (all[a] as { text: string }).text.length - (all[b] as { text: string }).text.length);
     const results = batch.map((p) => ({ vectors: new Array<Float32Array>(p.texts.length), promptTokens: 0 }));
     for (let start = 0; start < order.length; start += options.maxBatch) {
+      // Work every caller gave up on (a worker stopping mid-document) ends between batches.
+      if (batch.every((p) => p.signal?.aborted === true)) throw batch[0]?.signal?.reason;
       const slice = order.slice(start, start + options.maxBatch).map((i) => all[i] as (typeof all)[number]);
       const { vectors, tokenCounts } = await run(slice.map((s) => s.text));
       slice.forEach((s, i) => {

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { asAppError } from './gateway.errors.ts';
 import type { Registry } from './registry.ts';
-import { withFailover, type RetryPolicy } from './reliability.ts';
+import { withFailover, type FailoverContext, type RetryPolicy } from './reliability.ts';
 import { countTextTokens } from './tokens.ts';
 
 /** Embeddings from an upstream provider; the embeddings route and ingestion use it. */
@@ -16,6 +16,7 @@ export interface EmbeddingBackendsDeps {
   logger: Logger;
   /** Batches of one call sent at once. */
   concurrency?: number;
+  onUpstreamFailure?: FailoverContext['onFailure'];
 }
 
 /**
@@ -24,13 +25,25 @@ export interface EmbeddingBackendsDeps {
  * into batches of the providers' `embedding_batch_size`; each batch has the same retry, failover
  * and breaker handling as chat. Failures reject with AppErrors (502/504/upstream 4xx).
  */
-export function createEmbeddingBackends({ registry, retry, logger, concurrency = 4 }: EmbeddingBackendsDeps) {
+export function createEmbeddingBackends({
+  registry,
+  retry,
+  logger,
+  concurrency = 4,
+  onUpstreamFailure,
+}: EmbeddingBackendsDeps) {
   return async function embeddingBackend(model: string): Promise<EmbeddingBackend | undefined> {
     const candidates = await registry.candidates(model, 'embedding');
     if (candidates.length === 0) return undefined;
     const target = registry.target(model);
     const batchSize = Math.min(...candidates.map((c) => c.provider.embeddingBatchSize));
-    const context = (signal: AbortSignal | undefined) => ({ retry, signal, logger, subject: `model ${model}` });
+    const context = (signal: AbortSignal | undefined) => ({
+      retry,
+      signal,
+      logger,
+      subject: `model ${model}`,
+      ...(onUpstreamFailure ? { onFailure: onUpstreamFailure } : {}),
+    });
 
     return {
       model,

@@ -7,6 +7,7 @@ import type {
   ChatCompletionCreateParamsNonStreaming,
   ChatCompletionCreateParamsStreaming,
 } from 'openai/resources/chat/completions';
+import { abortOnShutdown, shuttingDown } from '../http/abort.ts';
 import { principalOf } from '../http/auth.ts';
 import { renderError } from '../http/errors.ts';
 import { asAppError } from './gateway.errors.ts';
@@ -34,7 +35,12 @@ const usageChunk = (last: ChatCompletionChunk, usage: Usage) =>
  * Writes a started stream in the contract's SSE framing straight to the socket: one `data:`
  * event per chunk (the upstream's JSON as it came), errors in-band, always `[DONE]`.
  */
-async function writeSse(res: ServerResponse, stream: ChatStream, includeUsage: boolean): Promise<void> {
+async function writeSse(
+  res: ServerResponse,
+  stream: ChatStream,
+  includeUsage: boolean,
+  shutdown: AbortSignal,
+): Promise<void> {
   let last: ChatCompletionChunk | undefined;
   let usageSent = false;
   // Synchronous while the socket keeps up: `write` says whether to wait, so there is no promise
@@ -55,7 +61,8 @@ async function writeSse(res: ServerResponse, stream: ChatStream, includeUsage: b
       if (write(`data: ${usageChunk(last, stream.usage)}\n\n`)) await drained();
     }
   } catch (error) {
-    write(`data: ${JSON.stringify(renderError(asAppError(error), 'structured'))}\n\n`);
+    const reported = shutdown.aborted ? shuttingDown() : asAppError(error);
+    write(`data: ${JSON.stringify(renderError(reported, 'structured'))}\n\n`);
   }
   if (!res.destroyed) res.end('data: [DONE]\n\n');
 }
@@ -85,10 +92,17 @@ export function gatewayRoutes(gateway: GatewayService) {
         reply.raw.once('close', () => {
           if (!reply.raw.writableFinished) controller.abort();
         });
+        abortOnShutdown(reply, controller);
         const options = { signal: controller.signal, caller };
         const body = request.body;
+        // A request the shutdown deadline cut says so, rather than blaming the provider.
+        const cut = (error: unknown) => {
+          throw reply.server.shutdownSignal.aborted ? shuttingDown() : error;
+        };
         if (body.stream === true) {
-          const stream = await gateway.stream(body as unknown as ChatCompletionCreateParamsStreaming, options);
+          const stream = await gateway
+            .stream(body as unknown as ChatCompletionCreateParamsStreaming, options)
+            .catch(cut);
           // From here on the socket is ours: headers already set (request id, rate limits) go first.
           void reply.hijack();
           reply.raw.writeHead(200, {
@@ -97,10 +111,12 @@ export function gatewayRoutes(gateway: GatewayService) {
             'cache-control': 'no-cache',
             'x-accel-buffering': 'no',
           });
-          await writeSse(reply.raw, stream, body.stream_options?.include_usage === true);
+          await writeSse(reply.raw, stream, body.stream_options?.include_usage === true, reply.server.shutdownSignal);
           return reply;
         }
-        const result = await gateway.complete(body as unknown as ChatCompletionCreateParamsNonStreaming, options);
+        const result = await gateway
+          .complete(body as unknown as ChatCompletionCreateParamsNonStreaming, options)
+          .catch(cut);
         // The upstream's bytes, unchanged: a string with a JSON type skips serialization.
         return reply.type('application/json; charset=utf-8').send(result.body);
       },

@@ -9,7 +9,7 @@ import { AppError } from '../http/errors.ts';
 import type { TokenQuota } from '../usage/quota.ts';
 import type { UsageRecorder } from '../usage/usage.recorder.ts';
 import { asAppError } from './gateway.errors.ts';
-import type { StreamEvent, Usage } from './providers/provider.ts';
+import { UpstreamFailure, type StreamEvent, type Usage } from './providers/provider.ts';
 import type { Registry } from './registry.ts';
 import { withFailover, type Candidate, type RetryPolicy } from './reliability.ts';
 import { countPromptTokens, countTextTokens } from './tokens.ts';
@@ -45,6 +45,8 @@ export interface GatewayServiceDeps {
   usage: UsageRecorder;
   quota: TokenQuota;
   logger: Logger;
+  /** Told of every failed upstream call, mid-stream failures included (metrics). */
+  onUpstreamFailure?: (failure: UpstreamFailure) => void;
 }
 
 function completionText(completion: ChatCompletion): string[] {
@@ -71,7 +73,7 @@ const fromUpstream = (usage: ChatCompletion['usage'] | null | undefined): Usage 
  * Chat completions through the configured providers, with retries, failover, quotas and usage
  * accounting. The route and the chatbots both call this.
  */
-export function createGatewayService({ registry, retry, usage, quota, logger }: GatewayServiceDeps) {
+export function createGatewayService({ registry, retry, usage, quota, logger, onUpstreamFailure }: GatewayServiceDeps) {
   /** Providers for the model, after the token quota check: both before any upstream call. */
   const prepare = async (model: string, caller: Caller | undefined): Promise<Candidate[]> => {
     const candidates = await registry.candidates(model, 'chat');
@@ -99,6 +101,7 @@ export function createGatewayService({ registry, retry, usage, quota, logger }: 
     signal,
     logger,
     subject: `model ${model}`,
+    ...(onUpstreamFailure ? { onFailure: onUpstreamFailure } : {}),
   });
 
   return {
@@ -173,6 +176,9 @@ export function createGatewayService({ registry, retry, usage, quota, logger }: 
             yield event;
           }
         } catch (error) {
+          if (error instanceof UpstreamFailure && !(error.kind === 'aborted' && signal?.aborted === true)) {
+            onUpstreamFailure?.(error);
+          }
           throw asAppError(error);
         } finally {
           await events.return(undefined);

@@ -5,7 +5,7 @@ import { createEmbeddingBackends } from './embeddings.ts';
 import { createGatewayService } from './gateway.service.ts';
 import type { ResolvedGatewayConfig, ResolvedProvider } from './providers/config.ts';
 import { createOpenAICompatibleProvider } from './providers/openai-compatible/adapter.ts';
-import type { ChatProvider } from './providers/provider.ts';
+import type { ChatProvider, UpstreamFailure } from './providers/provider.ts';
 import { createRegistry } from './registry.ts';
 
 export interface GatewayDeps {
@@ -16,6 +16,8 @@ export interface GatewayDeps {
   clock: () => number;
   /** Every provider is OpenAI-compatible today; tests may put a fake here. */
   createProvider?: (config: ResolvedProvider) => ChatProvider;
+  /** Told of every failed upstream call (metrics). */
+  onUpstreamFailure?: (failure: UpstreamFailure) => void;
 }
 
 /** The gateway domain wired from its configuration: chat service, embeddings, provider pools. */
@@ -32,9 +34,11 @@ export function createGateway(deps: GatewayDeps) {
     baseDelayMs: deps.config.retry.base_delay_ms,
     maxDelayMs: deps.config.retry.max_delay_ms,
   };
+  const { onUpstreamFailure } = deps;
+  const observe = onUpstreamFailure ? { onUpstreamFailure } : {};
   return {
-    service: createGatewayService({ registry, retry, usage: deps.usage, quota: deps.quota, logger }),
-    embeddingBackend: createEmbeddingBackends({ registry, retry, logger }),
+    service: createGatewayService({ registry, retry, usage: deps.usage, quota: deps.quota, logger, ...observe }),
+    embeddingBackend: createEmbeddingBackends({ registry, retry, logger, ...observe }),
     providers: registry.providers,
     close: () => registry.close(),
   };

@@ -104,6 +104,8 @@ export interface FailoverContext {
   logger: Logger;
   /** What the request is for, in failure messages: e.g. model `gpt-4o`. */
   subject: string;
+  /** Every failed attempt except the caller's own abort (metrics). */
+  onFailure?: (failure: UpstreamFailure) => void;
 }
 
 /**
@@ -131,6 +133,7 @@ export async function withFailover<T>(
           breaker.release();
           throw failure;
         }
+        context.onFailure?.(failure);
         if (verdict === 'client') {
           breaker.success();
           throw failure;

@@ -1,4 +1,12 @@
 import type { FastifyReply } from 'fastify';
+import { AppError } from './errors.ts';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Aborted when the shutdown deadline passes: streams still open end with an error event. */
+    shutdownSignal: AbortSignal;
+  }
+}
 
 /** A signal aborted when the client goes away before the response has been sent. */
 export function clientGone(reply: FastifyReply): AbortSignal {
@@ -8,3 +16,19 @@ export function clientGone(reply: FastifyReply): AbortSignal {
   });
   return controller.signal;
 }
+
+/**
+ * Aborts `controller` when the server's shutdown deadline passes while this response is open.
+ * The listener goes with the response, so a long-lived server keeps none per request.
+ */
+export function abortOnShutdown(reply: FastifyReply, controller: AbortController): void {
+  const shutdown = reply.server.shutdownSignal;
+  const abort = () => controller.abort(new Error('server shutting down'));
+  if (shutdown.aborted) return abort();
+  shutdown.addEventListener('abort', abort, { once: true });
+  reply.raw.once('close', () => shutdown.removeEventListener('abort', abort));
+}
+
+/** What a stream cut by the shutdown deadline reports in-band before `[DONE]`. */
+export const shuttingDown = () =>
+  new AppError({ code: 'service_unavailable', message: 'The server is shutting down; retry the request' });

@@ -261,6 +261,34 @@ export function createJobsRepository(db: Db) {
       return rows.length;
     },
 
+    /** The queue at a glance, for metrics: only unfinished jobs, read through the (status, run_after) index. */
+    async queueStats() {
+      const [row] = await queryRows<{
+        ready: number;
+        delayed: number;
+        running: number;
+        stalled: number;
+        oldest: number | null;
+      }>(
+        db,
+        sql`select count(*) filter (where status = 'queued' and run_after <= now())::int as ready,
+                   count(*) filter (where status = 'queued' and run_after > now())::int as delayed,
+                   count(*) filter (where status = 'running' and lease_expires_at >= now())::int as running,
+                   count(*) filter (where status = 'running' and lease_expires_at < now())::int as stalled,
+                   extract(epoch from now() - min(run_after) filter (where status = 'queued' and run_after <= now()))::float8 as oldest
+            from ingestion_jobs where status in ('queued', 'running')`,
+      );
+      return {
+        jobs: {
+          ready: row?.ready ?? 0,
+          delayed: row?.delayed ?? 0,
+          running: row?.running ?? 0,
+          stalled: row?.stalled ?? 0,
+        },
+        oldestReadySeconds: Math.max(0, row?.oldest ?? 0),
+      };
+    },
+
     async queueDepth(): Promise<number> {
       const [row] = await queryRows<{ n: number }>(
         db,

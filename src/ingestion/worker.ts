@@ -6,6 +6,14 @@ import { chunkText, type ChunkingOptions } from './chunker.ts';
 import type { ClaimedJob, JobsRepository } from './jobs.repository.ts';
 import { ParseError, parseDocument, type DocumentFormat } from './parsers/index.ts';
 
+/** How a claimed job ended in this worker. */
+export type JobOutcome = 'processed' | 'retry' | 'failed' | 'abandoned' | 'deleted';
+
+/** Where a worker reports its jobs (Prometheus in the app; absent in tests that do not look). */
+export interface IngestionMetrics {
+  jobEnded(outcome: JobOutcome, seconds: number): void;
+}
+
 export interface IngestionWorkerDeps {
   jobs: JobsRepository;
   embeddings: EmbeddingRegistry;
@@ -17,6 +25,7 @@ export interface IngestionWorkerDeps {
   pollMs?: number;
   /** Largest text kept from one document, in characters. */
   maxChars?: number;
+  metrics?: IngestionMetrics;
 }
 
 export interface IngestionWorker {
@@ -69,9 +78,9 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
       sleepers.add(done);
     });
 
-  const process = async (job: ClaimedJob, signal: AbortSignal) => {
+  const process = async (job: ClaimedJob, signal: AbortSignal): Promise<JobOutcome> => {
     const doc = await jobs.document(job.documentId);
-    if (!doc) return; // Deleted meanwhile: the job went with it.
+    if (!doc) return 'deleted'; // Deleted meanwhile: the job went with it.
     const resolved = embeddings.byResolvedName(doc.embeddingProvider, doc.embeddingModel);
     if (!resolved.ok) throw new Error(resolved.message);
     const model = resolved.model;
@@ -92,6 +101,7 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
     });
     if (!(await jobs.complete(job, id, model.name, embedded))) throw new LeaseLost();
     log.info({ document_id: doc.id, chunks: chunks.length, attempt: job.attempts }, 'document processed');
+    return 'processed';
   };
 
   const runJob = async (job: ClaimedJob) => {
@@ -106,8 +116,10 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
         (error: unknown) => log.warn({ err: error, job_id: job.jobId }, 'heartbeat failed'),
       );
     }, leaseMs / 3);
+    const started = performance.now();
+    let outcome: JobOutcome = 'abandoned';
     try {
-      await process(job, controller.signal);
+      outcome = await process(job, controller.signal);
     } catch (error) {
       if (error instanceof LeaseLost || controller.signal.aborted) {
         log.warn({ job_id: job.jobId }, 'job abandoned (lease lost or worker stopping)');
@@ -117,10 +129,12 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
       const message = describe(error);
       const retry = !permanent && job.attempts < job.maxAttempts ? backoffMs(job.attempts) : null;
       log.warn({ err: error, job_id: job.jobId, document_id: job.documentId, retry_in_ms: retry }, 'job failed');
+      outcome = retry === null ? 'failed' : 'retry';
       await jobs.fail(job, id, message, retry);
     } finally {
       clearInterval(heartbeat);
       inFlight.delete(controller);
+      deps.metrics?.jobEnded(outcome, (performance.now() - started) / 1000);
     }
   };
 
@@ -145,6 +159,17 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
     }
   };
 
+  let stopped: Promise<void> | undefined;
+  const stop = async () => {
+    running = false;
+    wakeAll();
+    for (const controller of inFlight) controller.abort(new LeaseLost());
+    await Promise.allSettled(slots);
+    slots.length = 0;
+    const released = await jobs.release(id).catch(() => 0);
+    if (released > 0) log.info({ released }, 'returned unfinished jobs to the queue');
+  };
+
   return {
     id,
     start() {
@@ -153,14 +178,7 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
       for (let i = 0; i < deps.concurrency; i++) slots.push(loop());
     },
     wake: wakeAll,
-    async stop() {
-      running = false;
-      wakeAll();
-      for (const controller of inFlight) controller.abort(new LeaseLost());
-      await Promise.allSettled(slots);
-      slots.length = 0;
-      const released = await jobs.release(id).catch(() => 0);
-      if (released > 0) log.info({ released }, 'returned unfinished jobs to the queue');
-    },
+    // Shutdown calls it as soon as the signal comes and again when the server closes: once is enough.
+    stop: () => (stopped ??= stop()),
   };
 }

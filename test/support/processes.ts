@@ -1,0 +1,90 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import path from 'node:path';
+
+const root = path.resolve(import.meta.dirname, '../..');
+
+/** A ragport entrypoint (`src/server.ts`, `src/worker.ts`) running as a child process. */
+export interface RagportProcess {
+  readonly child: ChildProcess;
+  /** Everything it wrote to stdout and stderr so far. */
+  output(): string;
+  /** Resolves when it exits. */
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Sends the signal and waits for the exit. */
+  stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** A TCP port nobody listens on right now. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return address.port;
+}
+
+/** Test-runner variables that must not leak into a child's configuration. */
+const inherited = () => {
+  const env = { ...process.env };
+  for (const name of ['DATABASE_URL', 'REDIS_URL', 'PORT', 'METRICS_PORT', 'METRICS_TOKEN', 'RAGPORT_CONFIG']) {
+    delete env[name];
+  }
+  return env;
+};
+
+export function spawnRagport(script: 'server' | 'worker', env: Record<string, string>): RagportProcess {
+  const child = spawn(process.execPath, [path.join(root, 'src', `${script}.ts`)], {
+    cwd: root,
+    env: { ...inherited(), HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  return {
+    child,
+    output: () => output,
+    exited,
+    stop(signal = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}
+
+/** Polls until `probe` resolves true; fails with the process output when it exits or time runs out. */
+export async function waitUntil(
+  what: string,
+  probe: () => Promise<boolean>,
+  options: { process?: RagportProcess; timeoutMs?: number } = {},
+): Promise<void> {
+  const deadline = Date.now() + (options.timeoutMs ?? 90_000);
+  for (;;) {
+    if (await probe().catch(() => false)) return;
+    const child = options.process?.child;
+    if (child && (child.exitCode !== null || child.signalCode !== null)) {
+      throw new Error(
+        `${what}: the process exited (${child.exitCode ?? child.signalCode})\n${options.process?.output()}`,
+      );
+    }
+    if (Date.now() > deadline)
+      throw new Error(`${what}: not after ${options.timeoutMs ?? 90_000} ms\n${options.process?.output() ?? ''}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** Starts `node src/server.ts` on a free port and waits until it is ready. */
+export async function startServerProcess(env: Record<string, string>): Promise<RagportProcess & { url: string }> {
+  const port = await freePort();
+  const server = spawnRagport('server', { PORT: String(port), ...env });
+  const url = `http://127.0.0.1:${port}`;
+  await waitUntil(`server on ${port} ready`, async () => (await fetch(`${url}/readyz`)).status === 200, {
+    process: server,
+  });
+  return Object.assign(server, { url });
+}
