@@ -19,39 +19,32 @@ export function systemPromptOf(bot: { systemPrompt: string | null; chatbotType: 
 }
 
 const connectives = new Set(['and', 'but', 'or', 'so', 'also', 'then', 'plus']);
-const backReferences = new Set([
-  'it',
-  'its',
-  "it's",
-  'they',
-  'them',
-  'their',
-  'theirs',
-  'that',
-  'this',
-  'those',
-  'these',
-  'he',
-  'him',
-  'his',
-  'she',
-  'her',
-  'hers',
-  'there',
-  'one',
-  'ones',
+const backReferences = new Set(
+  "it its it's they them their theirs that this those these he him his she her hers there one ones".split(' '),
+);
+/** Words that carry no topic: articles, prepositions, auxiliaries, question words, pronouns, politeness. */
+const functionWords = new Set([
+  ...connectives,
+  ...backReferences,
+  ...(
+    'a an the if of in on at to for from with by about into over under as than is are was were be been being am ' +
+    "do does did doing done have has had can could will would shall should may might must what what's whats which " +
+    'who whom whose when where why how here please tell me more else again too just we us our you your i my some ' +
+    'any all not no yes ok okay thanks much many'
+  ).split(' '),
 ]);
 
 /**
- * Whether a user turn leans on the one before it: at most 3 words ("Why?", "What about dogs?"),
- * or at most 8 words that start with a connective ("And how long do they live?") or refer back
- * with a pronoun ("How old is it?").
+ * Whether a user turn leans on the one before it: it starts with a connective ("And how long do
+ * they live?"), has at most one content word ("Why?", "What about dogs?", "When did it arrive?"),
+ * or has two and refers back with a pronoun ("How long do they live?"). "Which animal purrs when
+ * it is content?" stands alone: three content words.
  */
 export function isFollowUp(text: string): boolean {
-  const words = text.toLowerCase().match(/[\p{L}\p{N}']+/gu) ?? [];
-  if (words.length <= 3) return true;
-  if (words.length > 8) return false;
-  return connectives.has(words[0] as string) || words.some((w) => backReferences.has(w));
+  const words = text.toLowerCase().match(/[\p{L}\p{N}'’]+/gu) ?? [];
+  if (words.length === 0 || connectives.has(words[0] as string)) return true;
+  const content = words.filter((w) => !functionWords.has(w.replace('’', "'"))).length;
+  return content <= 1 || (content === 2 && words.some((w) => backReferences.has(w.replace('’', "'"))));
 }
 
 /** The retrieval query: the last user turn, after the previous one when it cannot stand alone. */
@@ -83,7 +76,7 @@ function systemMessage(systemPrompt: string, sources: readonly PromptSource[] | 
   if (sources === undefined) return systemPrompt;
   const body =
     sources.length === 0
-      ? 'No source in the knowledge base matched this question.'
+      ? 'No sources are available for this question.'
       : sources.map((s, i) => renderSource(s, i + 1)).join('\n\n');
   return `${systemPrompt}\n\n${contextIntro}\n<context>\n${body}\n</context>`;
 }

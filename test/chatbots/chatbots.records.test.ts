@@ -43,7 +43,7 @@ describe('chatbot records', () => {
       use_rag: false,
       rag_collection: null,
       rag_top_k: 5,
-      rag_similarity_threshold: 0.5,
+      rag_similarity_threshold: 0.3,
       memory_length: 10,
       temperature: 0.7,
       max_tokens: 1000,

@@ -19,19 +19,30 @@ export const lastContent = (body: Body): string => {
 };
 
 /** The gateway configuration chatbot tests use: the mock, quick retries, a short timeout. */
-export const mockGateway = (mock: MockUpstream, models: string[] = ['mock-chat']) => ({
+export const mockGateway = (
+  mock: MockUpstream,
+  models: string[] = ['mock-chat'],
+  contextWindows: Record<string, number> = {},
+) => ({
   providers: [{ name: 'mock', base_url: mock.url, models, max_retries: 1, timeout_ms: 400 }],
   retry: { base_delay_ms: 1, max_delay_ms: 5 },
   circuit_breaker: { failure_threshold: 1_000 },
+  context_windows: contextWindows,
 });
 
 /** A ragport over a mock model that answers `re: <the last message>`, so every reply names its turn. */
 export async function startChatbotHarness(
-  options: { mock?: MockUpstreamOptions; app?: Omit<TestAppOptions, 'gateway'>; models?: string[] } = {},
+  options: {
+    mock?: MockUpstreamOptions;
+    app?: Omit<TestAppOptions, 'gateway'>;
+    models?: string[];
+    /** `context_windows` of the gateway configuration (RAGPORT_CONFIG). */
+    contextWindows?: Record<string, number>;
+  } = {},
 ): Promise<ChatbotHarness> {
   const models = options.models ?? ['mock-chat'];
   const mock = await startMockUpstream({ models, reply: (body) => `re: ${lastContent(body)}`, ...options.mock });
-  const t = await startTestApp({ ...options.app, gateway: mockGateway(mock, models) });
+  const t = await startTestApp({ ...options.app, gateway: mockGateway(mock, models, options.contextWindows) });
   return {
     t,
     mock,
