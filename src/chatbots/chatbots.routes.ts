@@ -4,6 +4,7 @@ import { sendChatStream } from '../gateway/sse.reply.ts';
 import { clientGone } from '../http/abort.ts';
 import { principalOf } from '../http/auth.ts';
 import type { ChatService } from './chat.service.ts';
+import type { CompletionsService } from './completions.service.ts';
 import {
   chatBody,
   chatbotCompletionRequest,
@@ -25,7 +26,7 @@ import type { ChatbotsService } from './chatbots.service.ts';
 const family = 'simple' as const;
 const tags = ['chatbots'];
 
-export function chatbotsRoutes(chatbots: ChatbotsService, chat: ChatService) {
+export function chatbotsRoutes(chatbots: ChatbotsService, completions: CompletionsService, chat: ChatService) {
   return async (fastify: FastifyInstance) => {
     const app = fastify.withTypeProvider<ZodTypeProvider>();
 
@@ -136,7 +137,7 @@ export function chatbotsRoutes(chatbots: ChatbotsService, chat: ChatService) {
       async (request, typedReply) => {
         // Documented as a chat.completion; sent as serialised JSON or as a stream.
         const reply = typedReply as unknown as FastifyReply;
-        const outcome = await chat.completions(
+        const outcome = await completions.complete(
           principalOf(request),
           request.params.chatbot_id,
           request.body,

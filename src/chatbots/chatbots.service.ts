@@ -166,17 +166,12 @@ export function createChatbotsService({ repo, conversations, collections, modelE
     },
 
     /** A conversation of a chatbot the key may not use is reported exactly like a missing one. */
-    async requireConversation(principal: Principal, id: string, chatbotId?: string): Promise<ConversationRow> {
+    async getConversation(principal: Principal, id: string): Promise<ConversationDetail> {
       const row = await conversations.find(id);
-      if (!row || (chatbotId !== undefined && row.chatbotId !== chatbotId)) throw notFound(CONVERSATION_NOT_FOUND);
+      if (!row) throw notFound(CONVERSATION_NOT_FOUND);
       await requireChatbot(principal, row.chatbotId).catch(() => {
         throw notFound(CONVERSATION_NOT_FOUND);
       });
-      return row;
-    },
-
-    async getConversation(principal: Principal, id: string): Promise<ConversationDetail> {
-      const row = await this.requireConversation(principal, id);
       return { ...toSummary(row), messages: (await conversations.messages(row.id)).map(toMessage) };
     },
   };

@@ -11,6 +11,8 @@ import { chatbotsRoutes } from './chatbots.routes.ts';
 import { createChatbotsService } from './chatbots.service.ts';
 import { createConversationLocks } from './conversation-lock.ts';
 import { createConversationsRepository } from './conversations.repository.ts';
+import { createCompletionsService } from './completions.service.ts';
+import { createTurns } from './turn.ts';
 
 export interface ChatbotsDeps {
   db: Db;
@@ -36,17 +38,22 @@ export function createChatbots(deps: ChatbotsDeps) {
     modelExists: async (model) => (await gateway.models()).some((m) => m.id === model),
   });
   const windows = gatewayConfig.context_windows;
-  const chat = createChatService({
-    chatbots,
-    repo,
-    conversations,
-    locks: createConversationLocks({ repo: conversations, logger }),
+  const turns = createTurns({
     retrieval: deps.retrieval,
-    gateway,
+    repo,
     contextWindow: (model) =>
       windows[model] ?? windows[gatewayConfig.aliases[model] ?? model] ?? deps.config.defaultContextWindow,
     logger,
+  });
+  const completions = createCompletionsService({ chatbots, turns, gateway });
+  const chat = createChatService({
+    chatbots,
+    conversations,
+    locks: createConversationLocks({ repo: conversations, logger }),
+    turns,
+    gateway,
+    logger,
     clock: deps.clock,
   });
-  return { service: chatbots, chat, routes: chatbotsRoutes(chatbots, chat) };
+  return { service: chatbots, routes: chatbotsRoutes(chatbots, completions, chat) };
 }

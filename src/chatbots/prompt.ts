@@ -125,7 +125,9 @@ export function buildPrompt(input: PromptInput, count: Counter): Prompt {
   const systemCost = () =>
     messageTokens(count, { role: 'system', content: systemMessage(input.systemPrompt, sources) });
   const historyCost = (h: HistoryItem) => messageTokens(count, h.message);
-  let tokens = 3 + systemCost() + history.reduce((n, h) => n + historyCost(h), 0) + messageTokens(count, input.message);
+  let system = systemCost();
+  const rest = history.reduce((n, h) => n + historyCost(h), 0) + messageTokens(count, input.message);
+  let tokens = 3 + system + rest;
 
   let droppedMessages = 0;
   while (tokens > input.budget) {
@@ -140,9 +142,11 @@ export function buildPrompt(input: PromptInput, count: Counter): Prompt {
     sources.forEach((s, i) => {
       if (s.score <= (sources[lowest] as PromptSource).score) lowest = i;
     });
-    const before = systemCost();
     sources.splice(lowest, 1);
-    tokens += systemCost() - before;
+    // The block is counted whole: numbering and separators change with it.
+    const shorter = systemCost();
+    tokens += shorter - system;
+    system = shorter;
     droppedSources++;
   }
 
