@@ -16,6 +16,7 @@ import { createKeysRepository } from './keys/keys.repository.ts';
 import { keysRoutes } from './keys/keys.routes.ts';
 import { createKeysService, type Clock } from './keys/keys.service.ts';
 import type { RateLimitStore } from './ratelimit/ratelimit.ts';
+import { createChatbots } from './chatbots/chatbots.ts';
 import { createCollectionsRepository } from './collections/collections.repository.ts';
 import { collectionsRoutes } from './collections/collections.routes.ts';
 import { createCollectionsService } from './collections/collections.service.ts';
@@ -243,6 +244,17 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     anyTool(codeExecution.tool),
   ]);
   await server.register(toolsRoutes(tools));
+  const chatbots = createChatbots({
+    db: database.db,
+    collections,
+    retrieval,
+    gateway: gateway.service,
+    gatewayConfig: config.gateway,
+    config: config.chatbots,
+    logger,
+    clock,
+  });
+  await server.register(chatbots.routes);
 
   server.addHook('onClose', async () => {
     await worker?.stop();

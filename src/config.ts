@@ -75,6 +75,7 @@ export const envSchema = z.object({
   OPENAI_BASE_URL: z.url().optional(),
   USAGE_FLUSH_INTERVAL_MS: positiveInt.default(1_000),
   USAGE_FLUSH_MAX_ROWS: positiveInt.default(1_000),
+  CHATBOT_CONTEXT_WINDOW: z.coerce.number().int().min(256).max(100_000_000).default(8_192),
 });
 
 export type Env = z.infer<typeof envSchema>;
@@ -117,6 +118,12 @@ export interface Config {
   usageFlushMaxRows: number;
   webSearch: WebSearchConfig;
   codeExecution: CodeExecutionConfig;
+  chatbots: ChatbotsConfig;
+}
+
+export interface ChatbotsConfig {
+  /** Context window of models that `context_windows` in RAGPORT_CONFIG does not list. */
+  defaultContextWindow: number;
 }
 
 export interface WebSearchConfig {
@@ -222,5 +229,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     gateway,
     usageFlushIntervalMs: e.USAGE_FLUSH_INTERVAL_MS,
     usageFlushMaxRows: e.USAGE_FLUSH_MAX_ROWS,
+    chatbots: { defaultContextWindow: e.CHATBOT_CONTEXT_WINDOW },
   };
 }

@@ -1,6 +1,6 @@
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 
-type Counter = (text: string) => number;
+export type Counter = (text: string) => number;
 
 let loading: Promise<Counter> | undefined;
 
@@ -20,7 +20,8 @@ export function tokenCounter(): Promise<Counter> {
   return loading;
 }
 
-function textOf(content: unknown): string {
+/** The text of a message's content: the string itself, or its text parts joined. */
+export function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return '';
   let text = '';
@@ -30,16 +31,19 @@ function textOf(content: unknown): string {
   return text;
 }
 
+/** What one message adds to a prompt as OpenAI counts chat: 3, its role, content, name and tool calls. */
+export function messageTokens(count: Counter, message: ChatCompletionMessageParam): number {
+  let total = 3 + count(message.role) + count(textOf(message.content));
+  if ('name' in message && typeof message.name === 'string') total += 1 + count(message.name);
+  if ('tool_calls' in message && Array.isArray(message.tool_calls)) total += count(JSON.stringify(message.tool_calls));
+  return total;
+}
+
 /** Prompt tokens as OpenAI counts them for chat: each message costs 3 more, the reply primer 3. */
 export async function countPromptTokens(messages: readonly ChatCompletionMessageParam[]): Promise<number> {
   const count = await tokenCounter();
   let total = 3;
-  for (const message of messages) {
-    total += 3 + count(message.role) + count(textOf(message.content));
-    if ('name' in message && typeof message.name === 'string') total += 1 + count(message.name);
-    if ('tool_calls' in message && Array.isArray(message.tool_calls))
-      total += count(JSON.stringify(message.tool_calls));
-  }
+  for (const message of messages) total += messageTokens(count, message);
   return total;
 }
 

@@ -8,12 +8,13 @@ declare module 'fastify' {
   }
 }
 
-/** A signal aborted when the client goes away before the response has been sent. */
+/** A signal aborted when the client goes away before the response has been sent, or the shutdown deadline passes. */
 export function clientGone(reply: FastifyReply): AbortSignal {
   const controller = new AbortController();
   reply.raw.once('close', () => {
     if (!reply.raw.writableEnded) controller.abort(new Error('client disconnected'));
   });
+  abortOnShutdown(reply, controller);
   return controller.signal;
 }
 

@@ -58,6 +58,21 @@ retry:
     expect(loadConfig({}).gateway.providers).toEqual([]);
   });
 
+  it("reads models' context windows for chatbots; CHATBOT_CONTEXT_WINDOW covers the others", () => {
+    const config = loadConfig({
+      RAGPORT_CONFIG: file('windows.yaml', 'context_windows:\n  gpt-4o-mini: 128000\n  fast: 8192\n'),
+      CHATBOT_CONTEXT_WINDOW: '32768',
+    });
+    expect(config.gateway.context_windows).toEqual({ 'gpt-4o-mini': 128_000, fast: 8192 });
+    expect(config.chatbots.defaultContextWindow).toBe(32_768);
+    expect(loadConfig({}).chatbots.defaultContextWindow).toBe(8192);
+    expect(loadConfig({}).gateway.context_windows).toEqual({});
+    expect(() => loadConfig({ CHATBOT_CONTEXT_WINDOW: '10' })).toThrow(/CHATBOT_CONTEXT_WINDOW/);
+    expect(() => loadConfig({ RAGPORT_CONFIG: file('w2.yaml', 'context_windows:\n  m: lots\n') })).toThrow(
+      /context_windows\.m/,
+    );
+  });
+
   it('a bad file stops start-up with a message saying what is wrong', () => {
     const bad =
       (text: string, env: Record<string, string> = {}) =>

@@ -41,6 +41,8 @@ export interface MockUpstreamOptions {
   record?: boolean;
   /** Status for GET /v1/models (e.g. 500 to play a provider that is down). */
   modelsStatus?: number;
+  /** The assistant's text for a chat request; default `completionTokens` words `w0 w1 …`. Streams send it word by word. */
+  reply?: (body: Record<string, unknown>) => string;
 }
 
 export interface ReceivedRequest {
@@ -60,8 +62,8 @@ export interface MockUpstream {
   readonly url: string;
   readonly port: number;
   readonly requests: ReceivedRequest[];
-  options: Required<Omit<MockUpstreamOptions, 'host' | 'port' | 'apiKey' | 'maxEmbeddingBatch'>> &
-    Pick<MockUpstreamOptions, 'apiKey' | 'maxEmbeddingBatch'>;
+  options: Required<Omit<MockUpstreamOptions, 'host' | 'port' | 'apiKey' | 'maxEmbeddingBatch' | 'reply'>> &
+    Pick<MockUpstreamOptions, 'apiKey' | 'maxEmbeddingBatch' | 'reply'>;
   /** The next `times` POST requests suffer this fault. */
   inject(fault: Fault, times?: number): void;
   /** POST requests received on this path so far. */
@@ -85,6 +87,12 @@ function promptTokens(body: Record<string, unknown>): number {
 
 const token = (i: number) => `w${i} `;
 
+/** The reply as stream deltas: the custom text word by word (spaces kept), or the `w<i> ` tokens. */
+function replyPieces(settings: MockUpstream['options'], body: Record<string, unknown>): string[] {
+  if (settings.reply === undefined) return Array.from({ length: settings.completionTokens }, (_, i) => token(i));
+  return settings.reply(body).match(/\S+\s*|\s+/g) ?? [''];
+}
+
 function vectorFor(text: string, dimensions: number): Float32Array {
   const vector = new Float32Array(dimensions);
   let h = 2166136261;
@@ -105,6 +113,7 @@ export async function startMockUpstream(options: MockUpstreamOptions = {}): Prom
     modelsStatus: options.modelsStatus ?? 200,
     apiKey: options.apiKey,
     maxEmbeddingBatch: options.maxEmbeddingBatch,
+    reply: options.reply,
   };
   const requests: ReceivedRequest[] = [];
   const faults: Fault[] = [];
@@ -152,13 +161,14 @@ export async function startMockUpstream(options: MockUpstreamOptions = {}): Prom
     const id = `chatcmpl-mock-${++sequence}`;
     const created = Math.floor(Date.now() / 1000);
     const model = String(body.model);
-    const n = settings.completionTokens;
+    const pieces = replyPieces(settings, body);
+    const n = pieces.length;
     const includeUsage = (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
     const frame = (choices: unknown[], extra: Record<string, unknown> = {}) =>
       `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices, ...extra })}\n\n`;
     const events: string[] = [];
     for (let i = 0; i < n; i++) {
-      const delta = i === 0 ? { role: 'assistant', content: token(i) } : { content: token(i) };
+      const delta = i === 0 ? { role: 'assistant', content: pieces[i] } : { content: pieces[i] };
       events.push(frame([{ index: 0, delta, finish_reason: null }]));
     }
     events.push(frame([{ index: 0, delta: {}, finish_reason: 'stop' }]));
@@ -209,10 +219,10 @@ export async function startMockUpstream(options: MockUpstreamOptions = {}): Prom
       res.writeHead(200, { 'content-type': 'application/json' });
       return res.end('{"id": "broken", "choices": [');
     }
-    const n = settings.completionTokens;
+    const pieces = replyPieces(settings, body);
+    const n = pieces.length;
     const prompt = promptTokens(body);
-    let content = '';
-    for (let i = 0; i < n; i++) content += token(i);
+    const content = pieces.join('');
     json(res, 200, {
       id: `chatcmpl-mock-${++sequence}`,
       object: 'chat.completion',

@@ -34,6 +34,8 @@ export const gatewayConfigSchema = z
     providers: z.array(providerConfigSchema).default([]),
     /** alias → model name, e.g. `fast: llama-3.1-8b-instant`. */
     aliases: z.record(z.string().min(1), z.string().min(1)).default({}),
+    /** model (or alias) → its context window in tokens, for chatbots' prompt budget. */
+    context_windows: z.record(z.string().min(1), z.number().int().min(256).max(100_000_000)).default({}),
     retry: z
       .object({
         max_retries: z.number().int().min(0).max(10).default(2),

@@ -1,0 +1,180 @@
+import type { CollectionsService } from '../collections/collections.service.ts';
+import { newId } from '../db/ids.ts';
+import type { ChatbotRow } from '../db/schema/chatbots.ts';
+import type { ConversationRow } from '../db/schema/conversations.ts';
+import type { MessageRow } from '../db/schema/messages.ts';
+import { AppError, notFound } from '../http/errors.ts';
+import { hasScope, type Principal } from '../keys/principal.ts';
+import type { ChatbotPatch, ChatbotsRepository } from './chatbots.repository.ts';
+import type { ChatbotRecord, ConversationDetail, CreateChatbotBody, UpdateChatbotBody } from './chatbots.schemas.ts';
+import type { ConversationsRepository } from './conversations.repository.ts';
+import { systemPromptOf } from './prompt.ts';
+
+export interface ChatbotsServiceDeps {
+  repo: ChatbotsRepository;
+  conversations: ConversationsRepository;
+  collections: Pick<CollectionsService, 'requireAccessible'>;
+  /** Whether the gateway serves this chat model (or alias). */
+  modelExists: (model: string) => Promise<boolean>;
+}
+
+const NOT_FOUND = 'Chatbot not found';
+const CONVERSATION_NOT_FOUND = 'Conversation not found';
+
+export function toChatbotRecord(row: ChatbotRow): ChatbotRecord {
+  return {
+    id: row.id,
+    name: row.name,
+    chatbot_type: row.chatbotType,
+    model: row.model,
+    system_prompt: systemPromptOf(row),
+    use_rag: row.useRag,
+    rag_collection: row.ragCollection,
+    rag_top_k: row.ragTopK,
+    rag_similarity_threshold: row.ragSimilarityThreshold,
+    memory_length: row.memoryLength,
+    temperature: row.temperature,
+    max_tokens: row.maxTokens,
+    fallback_responses: row.fallbackResponses,
+    created_at: row.createdAt.toISOString(),
+    updated_at: row.updatedAt.toISOString(),
+  };
+}
+
+const toSummary = (row: ConversationRow) => ({
+  id: row.id,
+  chatbot_id: row.chatbotId,
+  title: row.title,
+  message_count: row.messageCount,
+  created_at: row.createdAt.toISOString(),
+  updated_at: row.updatedAt.toISOString(),
+});
+
+const toMessage = (row: MessageRow) => ({
+  id: row.id,
+  role: row.role,
+  content: row.content,
+  sources: row.sources,
+  fallback: row.fallback,
+  timestamp: row.createdAt.toISOString(),
+});
+
+/** The columns a request sets (an empty or blank prompt means the default of the type); others stay out. */
+function columnsOf(body: UpdateChatbotBody): ChatbotPatch {
+  const prompt = body.system_prompt;
+  const columns: ChatbotPatch = {
+    name: body.name,
+    chatbotType: body.chatbot_type,
+    model: body.model,
+    systemPrompt: prompt === undefined ? undefined : prompt === null || prompt.trim() === '' ? null : prompt,
+    useRag: body.use_rag,
+    ragCollection: body.rag_collection,
+    ragTopK: body.rag_top_k,
+    ragSimilarityThreshold: body.rag_similarity_threshold,
+    memoryLength: body.memory_length,
+    temperature: body.temperature,
+    maxTokens: body.max_tokens,
+    fallbackResponses: body.fallback_responses,
+  };
+  return Object.fromEntries(Object.entries(columns).filter(([, v]) => v !== undefined));
+}
+
+/** Chatbot records, owned by the key that created them; an admin key sees and uses every one. */
+export function createChatbotsService({ repo, conversations, collections, modelExists }: ChatbotsServiceDeps) {
+  /** A chatbot another key owns is reported exactly like a missing one. */
+  const requireChatbot = async (principal: Principal, id: string): Promise<ChatbotRow> => {
+    const row = await repo.find(id);
+    if (!row || (row.ownerKeyId !== principal.keyId && !hasScope(principal, 'admin'))) throw notFound(NOT_FOUND);
+    return row;
+  };
+
+  /** Retrieval needs a collection; a collection being set must exist and be one this key may use. */
+  const checkCollection = async (
+    principal: Principal,
+    useRag: boolean,
+    collection: string | null,
+    setting: boolean,
+  ) => {
+    if (useRag && collection === null) {
+      throw new AppError({
+        code: 'missing_field',
+        message: 'rag_collection: required when use_rag is true',
+        param: 'rag_collection',
+      });
+    }
+    if (setting && collection !== null) await collections.requireAccessible(principal, collection);
+  };
+
+  const checkModel = async (model: string) => {
+    if (!(await modelExists(model))) {
+      throw new AppError({ code: 'model_not_found', message: `The model '${model}' does not exist`, param: 'model' });
+    }
+  };
+
+  return {
+    requireChatbot,
+
+    async create(principal: Principal, body: CreateChatbotBody): Promise<ChatbotRecord> {
+      const ragCollection = body.rag_collection ?? null;
+      await checkCollection(principal, body.use_rag, ragCollection, true);
+      await checkModel(body.model);
+      // Every column has a value: the create body's defaults fill what the request left out.
+      const columns = columnsOf(body) as Required<ChatbotPatch>;
+      const row = await repo.insert({
+        ...columns,
+        id: newId('bot'),
+        ownerKeyId: principal.keyId,
+        systemPrompt: columns.systemPrompt ?? null,
+        ragCollection,
+      });
+      return toChatbotRecord(row);
+    },
+
+    async list(principal: Principal): Promise<ChatbotRecord[]> {
+      const rows = await repo.list(hasScope(principal, 'admin') ? null : principal.keyId);
+      return rows.map(toChatbotRecord);
+    },
+
+    async get(principal: Principal, id: string): Promise<ChatbotRecord> {
+      return toChatbotRecord(await requireChatbot(principal, id));
+    },
+
+    async update(principal: Principal, id: string, body: UpdateChatbotBody): Promise<ChatbotRecord> {
+      const current = await requireChatbot(principal, id);
+      // Turning retrieval off, or changing other fields, never needs the collection to be there.
+      await checkCollection(
+        principal,
+        body.use_rag ?? current.useRag,
+        body.rag_collection === undefined ? current.ragCollection : body.rag_collection,
+        body.rag_collection !== undefined || body.use_rag === true,
+      );
+      if (body.model !== undefined && body.model !== current.model) await checkModel(body.model);
+      const row = await repo.update(id, columnsOf(body));
+      if (!row) throw notFound(NOT_FOUND);
+      return toChatbotRecord(row);
+    },
+
+    async delete(principal: Principal, id: string): Promise<void> {
+      await requireChatbot(principal, id);
+      if (!(await repo.delete(id))) throw notFound(NOT_FOUND);
+    },
+
+    async listConversations(principal: Principal, chatbotId: string, page: number, pageSize: number) {
+      const bot = await requireChatbot(principal, chatbotId);
+      const { rows, total } = await conversations.list(bot.id, page, pageSize);
+      return { conversations: rows.map(toSummary), page, page_size: pageSize, total };
+    },
+
+    /** A conversation of a chatbot the key may not use is reported exactly like a missing one. */
+    async getConversation(principal: Principal, id: string): Promise<ConversationDetail> {
+      const row = await conversations.find(id);
+      if (!row) throw notFound(CONVERSATION_NOT_FOUND);
+      await requireChatbot(principal, row.chatbotId).catch(() => {
+        throw notFound(CONVERSATION_NOT_FOUND);
+      });
+      return { ...toSummary(row), messages: (await conversations.messages(row.id)).map(toMessage) };
+    },
+  };
+}
+
+export type ChatbotsService = ReturnType<typeof createChatbotsService>;

@@ -1,0 +1,59 @@
+import type { Logger } from 'pino';
+import type { CollectionsService } from '../collections/collections.service.ts';
+import type { ChatbotsConfig } from '../config.ts';
+import type { Db } from '../db/client.ts';
+import type { GatewayService } from '../gateway/gateway.service.ts';
+import type { ResolvedGatewayConfig } from '../gateway/providers/config.ts';
+import type { RetrievalService } from '../retrieval/retrieval.service.ts';
+import { createChatService } from './chat.service.ts';
+import { createChatbotsRepository } from './chatbots.repository.ts';
+import { chatbotsRoutes } from './chatbots.routes.ts';
+import { createChatbotsService } from './chatbots.service.ts';
+import { createConversationLocks } from './conversation-lock.ts';
+import { createConversationsRepository } from './conversations.repository.ts';
+import { createCompletionsService } from './completions.service.ts';
+import { createTurns } from './turn.ts';
+
+export interface ChatbotsDeps {
+  db: Db;
+  collections: CollectionsService;
+  retrieval: RetrievalService;
+  gateway: GatewayService;
+  gatewayConfig: Pick<ResolvedGatewayConfig, 'aliases' | 'context_windows'>;
+  config: ChatbotsConfig;
+  logger: Logger;
+  clock: () => number;
+}
+
+/** The chatbots domain wired: records, conversations, the two external endpoints, its routes. */
+export function createChatbots(deps: ChatbotsDeps) {
+  const { db, gateway, gatewayConfig } = deps;
+  const logger = deps.logger.child({ component: 'chatbots' });
+  const repo = createChatbotsRepository(db);
+  const conversations = createConversationsRepository(db);
+  const chatbots = createChatbotsService({
+    repo,
+    conversations,
+    collections: deps.collections,
+    modelExists: async (model) => (await gateway.models()).some((m) => m.id === model),
+  });
+  const windows = gatewayConfig.context_windows;
+  const turns = createTurns({
+    retrieval: deps.retrieval,
+    repo,
+    contextWindow: (model) =>
+      windows[model] ?? windows[gatewayConfig.aliases[model] ?? model] ?? deps.config.defaultContextWindow,
+    logger,
+  });
+  const completions = createCompletionsService({ chatbots, turns, gateway });
+  const chat = createChatService({
+    chatbots,
+    conversations,
+    locks: createConversationLocks({ repo: conversations, logger }),
+    turns,
+    gateway,
+    logger,
+    clock: deps.clock,
+  });
+  return { service: chatbots, routes: chatbotsRoutes(chatbots, completions, chat) };
+}

@@ -1,0 +1,127 @@
+import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
+import type { Logger } from 'pino';
+import type { ChatbotRow } from '../db/schema/chatbots.ts';
+import type { Caller } from '../gateway/gateway.service.ts';
+import { tokenCounter } from '../gateway/tokens.ts';
+import { notFound } from '../http/errors.ts';
+import type { Principal } from '../keys/principal.ts';
+import type { RetrievalService } from '../retrieval/retrieval.service.ts';
+import type { ChatbotsRepository } from './chatbots.repository.ts';
+import type { Source } from './chatbots.schemas.ts';
+import { providerFailed } from './fallback.ts';
+import {
+  buildPrompt,
+  retrievalQuery,
+  systemPromptOf,
+  textOfMessage,
+  withinMemory,
+  type HistoryItem,
+  type Prompt,
+  type PromptSource,
+} from './prompt.ts';
+
+export interface TurnDeps {
+  retrieval: Pick<RetrievalService, 'search'>;
+  repo: Pick<ChatbotsRepository, 'takeFallbackTurn'>;
+  /** The context window of a model (or alias), in tokens. */
+  contextWindow: (model: string) => number;
+  logger: Logger;
+}
+
+/** One exchange with a chatbot, whichever endpoint it came through. */
+export interface Turn {
+  history: HistoryItem[];
+  message: ChatCompletionMessageParam;
+  /** The user turn before this one, for follow-up questions. */
+  previousUserText: string | undefined;
+  /** Room kept for the reply. */
+  maxTokens: number;
+}
+
+const EXCERPT_CHARS = 500;
+
+/** The start of a text, cut at a word boundary when there is one near the limit. */
+export function excerpt(text: string, limit: number): string {
+  if (text.length <= limit) return text;
+  const space = text.lastIndexOf(' ', limit);
+  return `${text.slice(0, space > limit * 0.8 ? space : limit).trimEnd()}…`;
+}
+
+/** A source as the API returns it: an excerpt of the chunk the model got. */
+export const toSource = (s: PromptSource): Source => ({
+  title: s.title,
+  content: excerpt(s.content, EXCERPT_CHARS),
+  score: s.score,
+  document_id: s.document_id,
+});
+
+export const callerOf = (principal: Principal): Caller => ({
+  keyId: principal.keyId,
+  tokensPerMonth: principal.quota.tokensPerMonth,
+});
+
+/** What both external endpoints do around the model call: retrieval, the prompt, fallbacks. */
+export function createTurns({ retrieval, repo, contextWindow, logger }: TurnDeps) {
+  return {
+    /** Retrieval for the turn, then the prompt within the model's window. */
+    async prepare(principal: Principal, bot: ChatbotRow, turn: Turn, signal?: AbortSignal): Promise<Prompt> {
+      let sources: PromptSource[] | undefined;
+      if (bot.useRag) {
+        if (bot.ragCollection === null) throw notFound('Collection not found');
+        const hits = await retrieval.search(
+          principal,
+          {
+            query: retrievalQuery(textOfMessage(turn.message), turn.previousUserText),
+            collection: bot.ragCollection,
+            topK: bot.ragTopK,
+            threshold: bot.ragSimilarityThreshold,
+            mode: 'hybrid',
+          },
+          signal,
+        );
+        sources = hits.map((h) => ({
+          document_id: h.document_id,
+          title: h.metadata.title,
+          content: h.content,
+          score: h.score,
+        }));
+      }
+      const window = contextWindow(bot.model);
+      const prompt = buildPrompt(
+        {
+          systemPrompt: systemPromptOf(bot),
+          sources,
+          history: withinMemory(turn.history, bot.memoryLength),
+          message: turn.message,
+          budget: window - turn.maxTokens,
+        },
+        await tokenCounter(),
+      );
+      if (prompt.droppedMessages > 0 || prompt.droppedSources > 0) {
+        logger.debug(
+          {
+            chatbot_id: bot.id,
+            window,
+            dropped_messages: prompt.droppedMessages,
+            dropped_sources: prompt.droppedSources,
+          },
+          'chatbot prompt trimmed to the context window',
+        );
+      }
+      return prompt;
+    },
+
+    /** The next fallback response (rotating, on every instance), or the failure itself when none applies. */
+    async fallbackFor(bot: ChatbotRow, error: unknown, signal?: AbortSignal): Promise<string> {
+      if (!providerFailed(error) || signal?.aborted === true || bot.fallbackResponses.length === 0) throw error;
+      const turn = await repo.takeFallbackTurn(bot.id);
+      logger.warn(
+        { chatbot_id: bot.id, code: error.code, cause: error.message, err: error.cause },
+        'model provider failed; answered with a fallback response',
+      );
+      return bot.fallbackResponses[turn % bot.fallbackResponses.length] as string;
+    },
+  };
+}
+
+export type Turns = ReturnType<typeof createTurns>;

@@ -1,0 +1,33 @@
+import { boolean, doublePrecision, index, integer, pgTable, text } from 'drizzle-orm/pg-core';
+import { createdAt, updatedAt } from '../columns.ts';
+
+/** A chatbot configuration, owned by the API key that created it. */
+export const chatbots = pgTable(
+  'chatbots',
+  {
+    id: text('id').primaryKey(),
+    /** The key that created it: only that key (or an admin) sees and uses it. */
+    ownerKeyId: text('owner_key_id').notNull(),
+    name: text('name').notNull(),
+    chatbotType: text('chatbot_type').notNull(),
+    model: text('model').notNull(),
+    /** Null: the default prompt of `chatbot_type`, decided when the chatbot answers. */
+    systemPrompt: text('system_prompt'),
+    useRag: boolean('use_rag').notNull(),
+    /** A collection name, checked against the caller's access on every use. */
+    ragCollection: text('rag_collection'),
+    ragTopK: integer('rag_top_k').notNull(),
+    ragSimilarityThreshold: doublePrecision('rag_similarity_threshold').notNull(),
+    memoryLength: integer('memory_length').notNull(),
+    temperature: doublePrecision('temperature').notNull(),
+    maxTokens: integer('max_tokens').notNull(),
+    fallbackResponses: text('fallback_responses').array().notNull(),
+    /** Fallbacks handed out so far: the next one is `fallback_responses[cursor % length]` on every instance. */
+    fallbackCursor: integer('fallback_cursor').notNull().default(0),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [index('chatbots_owner_created_idx').on(t.ownerKeyId, t.createdAt)],
+);
+
+export type ChatbotRow = typeof chatbots.$inferSelect;

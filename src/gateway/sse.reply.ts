@@ -1,0 +1,77 @@
+import { once } from 'node:events';
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { FastifyReply } from 'fastify';
+import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
+import { shuttingDown } from '../http/abort.ts';
+import { renderError } from '../http/errors.ts';
+import { asAppError } from './gateway.errors.ts';
+import type { ChatStream } from './gateway.service.ts';
+import type { Usage } from './providers/provider.ts';
+
+const usageChunk = (last: ChatCompletionChunk, usage: Usage) =>
+  JSON.stringify({
+    id: last.id,
+    object: 'chat.completion.chunk',
+    created: last.created,
+    model: last.model,
+    choices: [],
+    usage: {
+      prompt_tokens: usage.promptTokens,
+      completion_tokens: usage.completionTokens,
+      total_tokens: usage.promptTokens + usage.completionTokens,
+    },
+  });
+
+/**
+ * Writes a started stream in the contract's SSE framing straight to the socket: one `data:`
+ * event per chunk (the event's JSON as it came), errors in-band, always `[DONE]`.
+ */
+async function writeSse(
+  res: ServerResponse,
+  stream: ChatStream,
+  includeUsage: boolean,
+  shutdown: AbortSignal,
+): Promise<void> {
+  let last: ChatCompletionChunk | undefined;
+  let usageSent = false;
+  // Synchronous while the socket keeps up: `write` says whether to wait, so there is no promise
+  // per event unless the client pushes back.
+  const drained = () => Promise.race([once(res, 'drain'), once(res, 'close')]);
+  const write = (frame: string) => !res.destroyed && !res.write(frame);
+  try {
+    for await (const { raw, chunk } of stream) {
+      last = chunk;
+      if (chunk.usage) {
+        // We always ask upstreams for usage; a client that did not ask does not get that chunk.
+        if (!includeUsage && (chunk.choices?.length ?? 0) === 0) continue;
+        usageSent = includeUsage;
+      }
+      if (write(`data: ${raw}\n\n`)) await drained();
+    }
+    if (includeUsage && !usageSent && stream.usage !== undefined && last !== undefined) {
+      if (write(`data: ${usageChunk(last, stream.usage)}\n\n`)) await drained();
+    }
+  } catch (error) {
+    // A stream the shutdown deadline cut says so, rather than blaming the provider.
+    const reported = shutdown.aborted ? shuttingDown() : asAppError(error);
+    write(`data: ${JSON.stringify(renderError(reported, 'structured'))}\n\n`);
+  }
+  if (!res.destroyed) res.end('data: [DONE]\n\n');
+}
+
+/**
+ * Answers with a started chat stream as `text/event-stream`. Every streamed chat completion
+ * (the standard API and the chatbots) goes out through here, so they are framed alike.
+ */
+export async function sendChatStream(reply: FastifyReply, stream: ChatStream, includeUsage: boolean) {
+  // From here on the socket is ours: headers already set (request id, rate limits) go first.
+  void reply.hijack();
+  reply.raw.writeHead(200, {
+    ...(reply.getHeaders() as OutgoingHttpHeaders),
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache',
+    'x-accel-buffering': 'no',
+  });
+  await writeSse(reply.raw, stream, includeUsage, reply.server.shutdownSignal);
+  return reply;
+}
