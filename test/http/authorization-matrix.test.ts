@@ -5,13 +5,21 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { scopes, type Scope } from '../../src/keys/principal.ts';
+import { mockGateway } from '../chatbots/chatbots.support.ts';
 import { startTestApp } from '../support/app.ts';
 import { fakeClock } from '../support/clock.ts';
+import { startMockUpstream } from '../support/mock-upstream.ts';
 
 const clock = fakeClock();
-const t = await startTestApp({ clock, config: { unauthenticatedPerMinute: 1_000_000 } });
+const mock = await startMockUpstream({ models: ['mock-chat'] });
+const t = await startTestApp({
+  clock,
+  config: { unauthenticatedPerMinute: 1_000_000 },
+  gateway: mockGateway(mock),
+});
 afterAll(async () => {
   await t.close();
+  await mock.close();
 });
 
 const TARGET = 'matrix_target';
@@ -36,6 +44,29 @@ const document = await must(
 );
 const throwawayKey = async () => (await t.createKey({ name: 'throwaway', scopes: ['read'] })).id;
 
+// A chatbot over the target collection, owned by a key without admin, with one conversation.
+const nonAdmin = scopes.filter((s) => s !== 'admin');
+const owner = await t.createKey({ name: 'owner', scopes: nonAdmin });
+const stranger = await t.createKey({ name: 'stranger', scopes: nonAdmin });
+const newBot = async () =>
+  must(
+    await t.request('/api/v1/chatbot/create', {
+      method: 'POST',
+      key: owner.key,
+      json: { name: 'matrix', model: 'mock-chat', use_rag: true, rag_collection: TARGET },
+    }),
+    201,
+  );
+const bot = await newBot();
+const turn = await must(
+  await t.request(`/api/v1/chatbot/external/${String(bot.id)}/chat`, {
+    method: 'POST',
+    key: owner.key,
+    json: { message: 'hello' },
+  }),
+  200,
+);
+
 type Shape = 'structured' | 'simple';
 /** What a key restricted to another collection gets: a refusal, or the same as an unrestricted key. */
 type Restricted = { status: number; body: unknown } | 'unaffected';
@@ -44,11 +75,18 @@ interface Fixture {
   /** Error shape of this route (contract.md: 401/403/429 are always structured). */
   shape: Shape;
   restricted: Restricted;
+  /** Chatbot routes: what a key other than the chatbot's owner gets. */
+  foreign?: { status: number; body: unknown };
 }
 
 const simple = (message: string) => ({ error: message });
 const collectionNotFound = { status: 404, body: simple('Collection not found') };
 const documentNotFound = { status: 404, body: simple('Document not found') };
+const chatbotNotFound = { status: 404, body: simple('Chatbot not found') };
+const structuredNotFound = (message: string) => ({
+  status: 404,
+  body: { error: { message, type: 'not_found_error', code: 'not_found' } },
+});
 const fixed = (url: string, body?: unknown) => async () => ({ url, ...(body === undefined ? {} : { body }) });
 const keyRoute = (suffix: string, body?: unknown) => async () => ({
   url: `/api/v1/keys/${await throwawayKey()}${suffix}`,
@@ -151,6 +189,63 @@ const fixtures: Record<string, Fixture> = {
     restricted: 'unaffected',
   },
   'GET /api/v1/models': { request: fixed('/api/v1/models'), shape: 'structured', restricted: 'unaffected' },
+
+  'POST /api/v1/chatbot/create': {
+    request: fixed('/api/v1/chatbot/create', {
+      name: 'created',
+      model: 'mock-chat',
+      use_rag: true,
+      rag_collection: TARGET,
+    }),
+    shape: 'simple',
+    restricted: collectionNotFound,
+  },
+  'GET /api/v1/chatbot/list': { request: fixed('/api/v1/chatbot/list'), shape: 'simple', restricted: 'unaffected' },
+  'GET /api/v1/chatbot/:chatbot_id': {
+    request: fixed(`/api/v1/chatbot/${String(bot.id)}`),
+    shape: 'simple',
+    restricted: 'unaffected',
+    foreign: chatbotNotFound,
+  },
+  'PUT /api/v1/chatbot/:chatbot_id': {
+    request: fixed(`/api/v1/chatbot/${String(bot.id)}`, { rag_collection: TARGET }),
+    shape: 'simple',
+    restricted: collectionNotFound,
+    foreign: chatbotNotFound,
+  },
+  'DELETE /api/v1/chatbot/:chatbot_id': {
+    // A fresh chatbot each time: the unrestricted comparison really deletes it.
+    request: async () => ({ url: `/api/v1/chatbot/${String((await newBot()).id)}` }),
+    shape: 'simple',
+    restricted: 'unaffected',
+    foreign: chatbotNotFound,
+  },
+  'GET /api/v1/chatbot/:chatbot_id/conversations': {
+    request: fixed(`/api/v1/chatbot/${String(bot.id)}/conversations`),
+    shape: 'simple',
+    restricted: 'unaffected',
+    foreign: chatbotNotFound,
+  },
+  'GET /api/v1/chatbot/conversations/:conversation_id': {
+    request: fixed(`/api/v1/chatbot/conversations/${String(turn.conversation_id)}`),
+    shape: 'simple',
+    restricted: 'unaffected',
+    foreign: { status: 404, body: simple('Conversation not found') },
+  },
+  'POST /api/v1/chatbot/external/:chatbot_id/chat/completions': {
+    request: fixed(`/api/v1/chatbot/external/${String(bot.id)}/chat/completions`, {
+      messages: [{ role: 'user', content: 'hello' }],
+    }),
+    shape: 'structured',
+    restricted: structuredNotFound('Collection not found'),
+    foreign: structuredNotFound('Chatbot not found'),
+  },
+  'POST /api/v1/chatbot/external/:chatbot_id/chat': {
+    request: fixed(`/api/v1/chatbot/external/${String(bot.id)}/chat`, { message: 'hello again' }),
+    shape: 'simple',
+    restricted: collectionNotFound,
+    foreign: chatbotNotFound,
+  },
 };
 
 const routes = t.app.routes.map((r) => ({ ...r, id: `${r.method} ${r.url}` }));
@@ -241,6 +336,12 @@ describe('authorisation matrix', () => {
       } else {
         expect(got).toEqual(fixture.restricted);
       }
+    });
+
+    it.runIf(fixture.foreign !== undefined)("another key's chatbot → 404", async () => {
+      expect(await send(route, fixture, stranger.key)).toEqual(fixture.foreign);
+      // Its owner is served.
+      expect([200, 201]).toContain((await send(route, fixture, owner.key)).status);
     });
   });
 });
