@@ -33,7 +33,9 @@ const keys = async (...args: string[]) => {
   return { out: stdout ? (JSON.parse(stdout) as Record<string, unknown>) : {}, stderr };
 };
 
-describe('npm run keys', () => {
+// Each case spawns several CLI processes, each opening the database (PGlite: seconds apiece on a
+// busy 2-core machine), so the suite-wide 30 s budget is too tight here.
+describe('npm run keys', { timeout: 180_000 }, () => {
   it('creates, lists, rotates and revokes keys', async () => {
     const { out: created, stderr } = await keys(
       'create',
