@@ -177,6 +177,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
           jobs,
           embeddings,
           chunking: config.chunking,
+          parsing: config.parsing,
           leaseMs: config.ingestionLeaseMs,
           logger,
           concurrency: config.ingestionConcurrency,

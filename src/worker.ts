@@ -19,6 +19,7 @@ async function main(): Promise<void> {
     jobs: createJobsRepository(database.db),
     embeddings,
     chunking: config.chunking,
+    parsing: config.parsing,
     leaseMs: config.ingestionLeaseMs,
     logger,
     concurrency: Math.max(1, config.ingestionConcurrency),
