@@ -279,7 +279,11 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
     async close() {
       for (const entry of waiting.splice(0)) entry.reject(new Error('the parser pool is closed'));
       const exits = [...all].map((parser) => parser.exited);
-      for (const parser of all) parser.child.kill('SIGKILL');
+      for (const parser of all) {
+        // Unreferenced so that idle processes never hold the server open, but closing must see them go.
+        parser.child.ref();
+        parser.child.kill('SIGKILL');
+      }
       await Promise.all(exits);
     },
   };
