@@ -1,8 +1,8 @@
-import { execFileSync } from 'node:child_process';
 import { sql } from 'drizzle-orm';
 import { strToU8 } from 'fflate';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows } from '../../src/db/client.ts';
+import { parserPids } from '../support/processes.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 import { createCollection, uploadFile, waitForDocument, type DocumentBody } from '../support/documents.ts';
 import { documentXml, enc, makeDocx, pdfDeeplyNested, pdfSlowPages, pdfStreamBomb } from '../support/files.ts';
@@ -74,18 +74,6 @@ async function answersDuring(id: string, phase: 'processing' | 'pending or proce
     expect((await t.request('/api/v1/rag/collections/hostile')).status).toBe(200);
   }
   expect(inPhase((await document(id)).status)).toBe(true);
-}
-
-/** This test process's parser processes. */
-function parserPids(): number[] {
-  try {
-    return execFileSync('pgrep', ['-P', String(process.pid), '-f', 'parse-process.ts'], { encoding: 'utf8' })
-      .split('\n')
-      .filter(Boolean)
-      .map(Number);
-  } catch {
-    return []; // pgrep exits 1 when nothing matches
-  }
 }
 
 describe('refused at upload with a clear 4xx', () => {

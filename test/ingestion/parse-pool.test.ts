@@ -1,25 +1,14 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createParsePool, ParserCrashed, type ParsePool } from '../../src/ingestion/parse-pool.ts';
 import { parseDocument, ParseError } from '../../src/ingestion/parsers/index.ts';
 import { createLogger } from '../../src/logging.ts';
+import { childPids, parserPids } from '../support/processes.ts';
 import { enc, pdfSlowPages, pdfStreamBomb } from '../support/files.ts';
 
 const shared = new URL('../../../shared/data/documents/', import.meta.url);
-
-/** Parser processes of this test process, from /proc. */
-function parserPids(): number[] {
-  try {
-    return execFileSync('pgrep', ['-P', String(process.pid), '-f', 'parse-process.ts'], { encoding: 'utf8' })
-      .split('\n')
-      .filter(Boolean)
-      .map(Number);
-  } catch {
-    return []; // pgrep exits 1 when nothing matches
-  }
-}
 
 const until = async (condition: () => boolean, what: string, ms = 10_000) => {
   const deadline = Date.now() + ms;
@@ -133,15 +122,7 @@ describe('parse pool', () => {
       cwd: new URL('../../', import.meta.url),
       stdio: 'ignore',
     });
-    const children = () => {
-      try {
-        return execFileSync('pgrep', ['-P', String(parent.pid)], { encoding: 'utf8' })
-          .split('\n')
-          .filter(Boolean);
-      } catch {
-        return [];
-      }
-    };
+    const children = () => childPids(parent.pid);
     await until(() => children().length === 1, 'the parser process');
     const [orphan] = children();
     parent.kill('SIGKILL');
