@@ -13,24 +13,43 @@ import {
   listQuery,
   message,
   multipartFields,
+  multipartUploadForm,
   updateDocumentBody,
 } from './documents.schemas.ts';
 
 const family = 'simple' as const;
 const tags = ['documents'];
 
+/**
+ * The multipart parser (busboy) throws plain errors for a body it cannot read ("Boundary not
+ * found", "Unexpected end of form"): those are the client's, a 400. Its limit errors carry their
+ * own 4xx status and pass through.
+ */
+function malformed(error: unknown): unknown {
+  if (error instanceof AppError || typeof (error as { statusCode?: unknown }).statusCode === 'number') return error;
+  return new AppError({
+    code: 'invalid_value',
+    message: `Malformed multipart body: ${error instanceof Error ? error.message : String(error)}`,
+    cause: error,
+  });
+}
+
 async function readMultipart(request: FastifyRequest): Promise<Upload> {
   let file: { name: string; bytes: Buffer; contentType: string } | undefined;
   const fields: Record<string, string> = {};
-  for await (const part of request.parts()) {
-    if (part.type === 'file') {
-      if (part.fieldname !== 'file' || file !== undefined) {
-        throw new AppError({ code: 'invalid_value', message: "Send exactly one file, in the field 'file'" });
+  try {
+    for await (const part of request.parts()) {
+      if (part.type === 'file') {
+        if (part.fieldname !== 'file' || file !== undefined) {
+          throw new AppError({ code: 'invalid_value', message: "Send exactly one file, in the field 'file'" });
+        }
+        file = { name: part.filename, bytes: await part.toBuffer(), contentType: part.mimetype };
+      } else {
+        fields[part.fieldname] = typeof part.value === 'string' ? part.value : JSON.stringify(part.value);
       }
-      file = { name: part.filename, bytes: await part.toBuffer(), contentType: part.mimetype };
-    } else {
-      fields[part.fieldname] = typeof part.value === 'string' ? part.value : JSON.stringify(part.value);
     }
+  } catch (error) {
+    throw malformed(error);
   }
   if (file === undefined)
     throw new AppError({ code: 'missing_field', message: "file: required (multipart field 'file')" });
@@ -57,7 +76,11 @@ export function documentsRoutes(documents: DocumentsService, uploadLimitBytes: n
     app.post(
       '/api/v1/rag/collections/:collection_name/documents',
       {
-        config: { access: 'write', family },
+        config: {
+          access: 'write',
+          family,
+          documentedBody: { 'multipart/form-data': multipartUploadForm, 'application/json': jsonUploadBody },
+        },
         // JSON uploads carry the text itself, so they may be as large as a file.
         bodyLimit: uploadLimitBytes,
         schema: {

@@ -27,6 +27,16 @@ export const multipartFields = z.object({
     }),
 });
 
+/** The multipart upload as the OpenAPI document shows it (the route reads the parts itself). */
+export const multipartUploadForm = z.object({
+  file: z.string().meta({
+    format: 'binary',
+    description: 'The document: txt, md, html, pdf, docx, csv, json, jsonl or source code',
+  }),
+  description: z.string().max(10_000).optional(),
+  metadata: z.string().optional().meta({ description: 'A JSON object, as a string' }),
+});
+
 export const documentParams = z.object({ document_id: z.string().min(1).max(100) });
 export const collectionDocumentsParams = z.object({ collection_name: z.string().min(1).max(200) });
 

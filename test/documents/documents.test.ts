@@ -148,6 +148,20 @@ describe('document rules', () => {
     expect(noContent.status).toBe(400);
   });
 
+  it('a multipart body the parser cannot read is a 400, never a 500', async () => {
+    const upload = (headers: Record<string, string>, body: string) =>
+      t.request('/api/v1/rag/collections/docs/documents', { method: 'POST', headers, body });
+    const noBoundary = await upload({ 'content-type': 'multipart/form-data' }, '');
+    expect(noBoundary.status).toBe(400);
+    expect(await noBoundary.json()).toEqual({ error: 'Malformed multipart body: Multipart: Boundary not found' });
+    const truncated = await upload(
+      { 'content-type': 'multipart/form-data; boundary=XyZ' },
+      '--XyZ\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n\r\nhalf a fi',
+    );
+    expect(truncated.status).toBe(400);
+    expect(((await truncated.json()) as { error: string }).error).toMatch(/^Malformed multipart body: /);
+  });
+
   it('a malformed PDF ends as failed with a readable error', async () => {
     const broken = new TextEncoder().encode('%PDF-1.7\n1 0 obj << /Type /Catalog >> garbage without xref');
     const response = await uploadFile(t, 'docs', 'broken.pdf', broken, { type: 'application/pdf' });

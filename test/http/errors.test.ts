@@ -94,6 +94,24 @@ describe('bad input never yields a 500', () => {
     expect((await t.request('/elsewhere', { method: 'POST' })).status).toBe(404);
   });
 
+  it('a path the router cannot decode is a 400 in the shape of the route it was meant for', async () => {
+    const simple = await t.request('/api/v1/rag/documents/%E0%A4%A');
+    expect(simple.status).toBe(400);
+    expect(await simple.json()).toEqual({ error: 'Malformed URL: a path segment is not valid percent-encoding' });
+    const keys = await t.request('/api/v1/keys/%E0%A4%A');
+    expect(keys.status).toBe(400);
+    expect(await keys.json()).toEqual(structured('invalid_value'));
+  });
+
+  it("a path parameter longer than the router's default is judged by the route's schema", async () => {
+    const response = await t.request(`/api/v1/rag/documents/${'d'.repeat(150)}`);
+    expect(response.status).toBe(400);
+    expect(await response.json()).toEqual({ error: 'document_id: Too big: expected string to have <=100 characters' });
+    const key = await t.request(`/api/v1/keys/${'k'.repeat(5000)}`);
+    expect(key.status).toBe(400);
+    expect(await key.json()).toEqual(structured('invalid_value'));
+  });
+
   it('authentication comes before body parsing: an unauthenticated bad body is 401', async () => {
     const response = await t.request('/api/v1/keys', {
       key: null,
