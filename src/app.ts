@@ -10,6 +10,7 @@ import { gatewayRoutes } from './gateway/gateway.routes.ts';
 import { healthRoutes } from './health/health.routes.ts';
 import { installAuth } from './http/auth.ts';
 import { frameworkErrorHandler, installErrorHandling } from './http/error-handler.ts';
+import { installJsonParser } from './http/json-body.ts';
 import { registerDocs, registerRouteRules } from './http/openapi.ts';
 import type { RouteEntry } from './http/route-config.ts';
 import { createKeysRepository } from './keys/keys.repository.ts';
@@ -94,6 +95,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   server.setSerializerCompiler(serializerCompiler);
   // JSON is the only body format besides uploads, which register their own parser: text is a 415.
   server.removeContentTypeParser('text/plain');
+  installJsonParser(server);
   installErrorHandling(server);
 
   registerRouteRules(server, routes);

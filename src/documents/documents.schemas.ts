@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { maxJsonNesting, nestsDeeperThan } from '../http/json-body.ts';
 
 export const metadataSchema = z.record(z.string(), z.unknown());
 
@@ -18,6 +19,10 @@ export const multipartFields = z.object({
     .optional()
     .transform((value, ctx) => {
       if (value === undefined || value === '') return undefined;
+      if (nestsDeeperThan(value, maxJsonNesting)) {
+        ctx.addIssue({ code: 'custom', message: `metadata is nested too deeply (more than ${maxJsonNesting} levels)` });
+        return z.NEVER;
+      }
       try {
         return metadataSchema.parse(JSON.parse(value));
       } catch {

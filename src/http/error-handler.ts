@@ -43,6 +43,25 @@ function isDatabaseUnavailable(error: unknown): boolean {
   return false;
 }
 
+/**
+ * PostgreSQL refuses some text outright: a NUL character in text (22021) or jsonb (22P05), and
+ * JSON nested past its stack limit (54001). Such text only comes from the request, so the client
+ * gets a 400 wherever in a query it ends up (a name, a description, metadata, a filter).
+ */
+const refusedInputCodes: Record<string, string> = {
+  '22021': 'Text with a NUL character (\\u0000) cannot be stored or searched; remove it',
+  '22P05': 'Text with a NUL character (\\u0000) cannot be stored or searched; remove it',
+  '54001': 'A value is nested too deeply to be stored or searched',
+};
+
+function refusedInput(error: unknown): string | undefined {
+  for (let e = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && code in refusedInputCodes) return refusedInputCodes[code];
+  }
+  return undefined;
+}
+
 /** fastify-type-provider-zod reports each zod issue as keyword (the issue code), path and message. */
 interface ValidationIssue {
   keyword?: string;
@@ -67,6 +86,8 @@ export function toAppError(error: unknown): AppError {
   if (hasZodFastifySchemaValidationErrors(fe)) return fromValidation(fe);
   if (isResponseSerializationError(fe))
     return new AppError({ code: 'internal_error', message: 'Response serialization failed', cause: error });
+  const refused = refusedInput(error);
+  if (refused !== undefined) return new AppError({ code: 'invalid_value', message: refused, cause: error });
   if (isDatabaseUnavailable(error)) {
     return new AppError({ code: 'service_unavailable', message: 'Database unavailable, retry shortly', cause: error });
   }

@@ -140,6 +140,12 @@ describe('document rules', () => {
     const bad = await t.request('/api/v1/rag/collections/docs/documents', { method: 'POST', body: form });
     expect(bad.status).toBe(400);
     expect(await bad.json()).toEqual({ error: 'metadata: metadata must be a JSON object' });
+    const deepForm = new FormData();
+    deepForm.set('file', new Blob(['deep']), 'deep.txt');
+    deepForm.set('metadata', `${'{"a":'.repeat(10_000)}1${'}'.repeat(10_000)}`);
+    const deep = await t.request('/api/v1/rag/collections/docs/documents', { method: 'POST', body: deepForm });
+    expect(deep.status).toBe(400);
+    expect(await deep.json()).toEqual({ error: 'metadata: metadata is nested too deeply (more than 100 levels)' });
 
     const noContent = await t.request('/api/v1/rag/collections/docs/documents', {
       method: 'POST',

@@ -68,6 +68,43 @@ describe('bad input never yields a 500', () => {
     expect(response.status).toBe(400);
   });
 
+  it('a body nested past 100 levels is 400 invalid_json, before any handler sees it', async () => {
+    const nested = (depth: number) => `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
+    const deep = await t.request('/api/v1/keys', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: `{"name":"x","scopes":["read"],"extra":${nested(9_000)}}`, // under the 64 kB body limit here
+    });
+    expect(deep.status).toBe(400);
+    expect(await deep.json()).toEqual({
+      error: {
+        message: 'Request body is nested too deeply (more than 100 levels)',
+        type: 'invalid_request_error',
+        code: 'invalid_json',
+      },
+    });
+    // Brackets inside strings are text, not nesting.
+    const text = await t.request('/api/v1/keys', {
+      method: 'POST',
+      json: { name: 'brackets [{', scopes: ['read'], note: '[{'.repeat(1000) },
+    });
+    expect(text.status).toBe(201);
+  });
+
+  it('text PostgreSQL cannot store (a NUL character) is a 400 wherever it lands', async () => {
+    const message = 'Text with a NUL character (\\u0000) cannot be stored or searched; remove it';
+    const key = await t.request('/api/v1/keys', { method: 'POST', json: { name: 'a\u0000b', scopes: ['read'] } });
+    expect(key.status).toBe(400);
+    expect(await key.json()).toEqual({ error: { message, type: 'invalid_request_error', code: 'invalid_value' } });
+    const collection = await t.request('/api/v1/rag/collections', {
+      method: 'POST',
+      json: { name: 'nul', description: 'a\u0000b' },
+    });
+    expect(collection.status).toBe(400);
+    expect(await collection.json()).toEqual({ error: message });
+    expect((await t.request('/api/v1/rag/collections/a%00b')).status).toBe(400);
+  });
+
   it('an oversize body is 413', async () => {
     const response = await t.request('/api/v1/keys', {
       method: 'POST',
