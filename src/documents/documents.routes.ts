@@ -20,12 +20,24 @@ import {
 const family = 'simple' as const;
 const tags = ['documents'];
 
+const limits = { files: 1, fields: 10, parts: 20 };
+
+/** @fastify/multipart's own words for its limits ("reach fields limit") say little. */
+const limitMessages: Record<string, string> = {
+  FST_FILES_LIMIT: "Send exactly one file, in the field 'file'",
+  FST_FIELDS_LIMIT: `Too many multipart fields (at most ${limits.fields})`,
+  FST_PARTS_LIMIT: `Too many multipart parts (at most ${limits.parts})`,
+};
+
 /**
  * The multipart parser (busboy) throws plain errors for a body it cannot read ("Boundary not
  * found", "Unexpected end of form"): those are the client's, a 400. Its limit errors carry their
- * own 4xx status and pass through.
+ * own 4xx status (413) and pass through, in plainer words.
  */
 function malformed(error: unknown): unknown {
+  const code = (error as { code?: unknown }).code;
+  const limit = typeof code === 'string' ? limitMessages[code] : undefined;
+  if (limit !== undefined) return new AppError({ code: 'payload_too_large', message: limit, cause: error });
   if (error instanceof AppError || typeof (error as { statusCode?: unknown }).statusCode === 'number') return error;
   return new AppError({
     code: 'invalid_value',
@@ -69,7 +81,7 @@ function readJson(body: unknown): Upload {
 export function documentsRoutes(documents: DocumentsService, uploadLimitBytes: number) {
   return async (fastify: FastifyInstance) => {
     await fastify.register(multipart, {
-      limits: { fileSize: uploadLimitBytes, files: 1, fields: 10, fieldSize: 1024 * 1024, parts: 20 },
+      limits: { fileSize: uploadLimitBytes, fieldSize: 1024 * 1024, ...limits },
     });
     const app = fastify.withTypeProvider<ZodTypeProvider>();
 

@@ -166,6 +166,12 @@ describe('document rules', () => {
     );
     expect(truncated.status).toBe(400);
     expect(((await truncated.json()) as { error: string }).error).toMatch(/^Malformed multipart body: /);
+    const crowded = new FormData();
+    crowded.set('file', new Blob(['crowded']), 'crowded.txt');
+    for (let i = 0; i < 11; i += 1) crowded.set(`field${i}`, 'x');
+    const tooMany = await t.request('/api/v1/rag/collections/docs/documents', { method: 'POST', body: crowded });
+    expect(tooMany.status).toBe(413);
+    expect(await tooMany.json()).toEqual({ error: 'Too many multipart fields (at most 10)' });
   });
 
   it('a malformed PDF ends as failed with a readable error', async () => {
