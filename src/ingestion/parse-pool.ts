@@ -184,7 +184,7 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
         clearInterval(watchdog);
         signal?.removeEventListener('abort', onAbort);
         child.off('message', onMessage);
-        child.off('exit', onExit);
+        child.off('close', onExit);
       };
       const onMessage = (reply: ParseReply) => {
         if (reply.type === 'ready' || reply.id !== task.id) return;
@@ -201,7 +201,8 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
         else reject(new ParserCrashed(`The parser process stopped unexpectedly (${describeExit(code, exitSignal)})`));
       };
       child.on('message', onMessage);
-      child.on('exit', onExit);
+      // 'close', not 'exit': by then stderr has been read to the end, V8's "heap out of memory" included.
+      child.on('close', onExit);
       signal?.addEventListener('abort', onAbort, { once: true });
       if (signal?.aborted) return kill('abort');
       const gone = () => {

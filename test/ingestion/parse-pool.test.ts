@@ -78,6 +78,15 @@ describe('parse pool', () => {
     expect((error as Error).message).toMatch(/^Parsing stopped: reading the file needed more than 300 MB of memory/);
   });
 
+  it('stops a parse whose objects outgrow the heap the same way', async () => {
+    const parsers = open({ memoryMb: 200 });
+    // 40 MB of tiny JSON objects: about 4 million of them once parsed, far past a 200 MB heap.
+    const objects = enc(`[${'{"a":[1]},'.repeat(4_000_000)}{"a":[1]}]`);
+    const error = await parsers.parse(objects, 'json', {}).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ParseError);
+    expect((error as Error).message).toMatch(/^Parsing stopped: reading the file needed more than 200 MB of memory/);
+  });
+
   it('reports a parser process killed from outside as a crash, which is worth retrying', async () => {
     const parsers = open();
     await parsers.parse(enc('warm up'), 'txt', {});
