@@ -36,6 +36,9 @@ export const envSchema = z.object({
   CHUNK_OVERLAP_TOKENS: z.coerce.number().int().min(0).max(4096).default(32),
   INGESTION_CONCURRENCY: z.coerce.number().int().min(0).max(64).default(4),
   INGESTION_LEASE_MS: z.coerce.number().int().min(500).max(3_600_000).default(30_000),
+  PARSE_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
+  PARSE_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(120_000),
+  PARSE_MEMORY_MB: z.coerce.number().int().min(128).max(65_536).default(1024),
   HNSW_M: z.coerce.number().int().min(2).max(100).default(16),
   HNSW_EF_CONSTRUCTION: z.coerce.number().int().min(4).max(1000).default(64),
   HNSW_EF_SEARCH: z.coerce.number().int().min(10).max(1000).default(100),
@@ -104,6 +107,7 @@ export interface Config {
   chunking: { maxTokens: number; overlapTokens: number };
   ingestionConcurrency: number;
   ingestionLeaseMs: number;
+  parsing: ParsingConfig;
   hnsw: { m: number; efConstruction: number };
   retrieval: {
     rrfK: number;
@@ -124,6 +128,14 @@ export interface Config {
 export interface ChatbotsConfig {
   /** Context window of models that `context_windows` in RAGPORT_CONFIG does not list. */
   defaultContextWindow: number;
+}
+
+/** Documents are parsed in child processes, each bounded in time and memory. */
+export interface ParsingConfig {
+  /** Parser processes at most (never more than the worker's concurrency). */
+  concurrency: number;
+  timeoutMs: number;
+  memoryMb: number;
 }
 
 export interface WebSearchConfig {
@@ -202,6 +214,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     chunking: { maxTokens: e.CHUNK_TOKENS, overlapTokens: e.CHUNK_OVERLAP_TOKENS },
     ingestionConcurrency: e.INGESTION_CONCURRENCY,
     ingestionLeaseMs: e.INGESTION_LEASE_MS,
+    parsing: { concurrency: e.PARSE_CONCURRENCY, timeoutMs: e.PARSE_TIMEOUT_MS, memoryMb: e.PARSE_MEMORY_MB },
     hnsw: { m: e.HNSW_M, efConstruction: e.HNSW_EF_CONSTRUCTION },
     retrieval: {
       rrfK: e.RETRIEVAL_RRF_K,

@@ -29,6 +29,7 @@ async function main(): Promise<void> {
     jobs,
     embeddings,
     chunking: config.chunking,
+    parsing: config.parsing,
     leaseMs: config.ingestionLeaseMs,
     logger,
     concurrency: Math.max(1, config.ingestionConcurrency),

@@ -13,24 +13,55 @@ import {
   listQuery,
   message,
   multipartFields,
+  multipartUploadForm,
   updateDocumentBody,
 } from './documents.schemas.ts';
 
 const family = 'simple' as const;
 const tags = ['documents'];
 
+const limits = { files: 1, fields: 10, parts: 20 };
+
+/** @fastify/multipart's own words for its limits ("reach fields limit") say little. */
+const limitMessages: Record<string, string> = {
+  FST_FILES_LIMIT: "Send exactly one file, in the field 'file'",
+  FST_FIELDS_LIMIT: `Too many multipart fields (at most ${limits.fields})`,
+  FST_PARTS_LIMIT: `Too many multipart parts (at most ${limits.parts})`,
+};
+
+/**
+ * The multipart parser (busboy) throws plain errors for a body it cannot read ("Boundary not
+ * found", "Unexpected end of form"): those are the client's, a 400. Its limit errors carry their
+ * own 4xx status (413) and pass through, in plainer words.
+ */
+function malformed(error: unknown): unknown {
+  const code = (error as { code?: unknown }).code;
+  const limit = typeof code === 'string' ? limitMessages[code] : undefined;
+  if (limit !== undefined) return new AppError({ code: 'payload_too_large', message: limit, cause: error });
+  if (error instanceof AppError || typeof (error as { statusCode?: unknown }).statusCode === 'number') return error;
+  return new AppError({
+    code: 'invalid_value',
+    message: `Malformed multipart body: ${error instanceof Error ? error.message : String(error)}`,
+    cause: error,
+  });
+}
+
 async function readMultipart(request: FastifyRequest): Promise<Upload> {
   let file: { name: string; bytes: Buffer; contentType: string } | undefined;
   const fields: Record<string, string> = {};
-  for await (const part of request.parts()) {
-    if (part.type === 'file') {
-      if (part.fieldname !== 'file' || file !== undefined) {
-        throw new AppError({ code: 'invalid_value', message: "Send exactly one file, in the field 'file'" });
+  try {
+    for await (const part of request.parts()) {
+      if (part.type === 'file') {
+        if (part.fieldname !== 'file' || file !== undefined) {
+          throw new AppError({ code: 'invalid_value', message: "Send exactly one file, in the field 'file'" });
+        }
+        file = { name: part.filename, bytes: await part.toBuffer(), contentType: part.mimetype };
+      } else {
+        fields[part.fieldname] = typeof part.value === 'string' ? part.value : JSON.stringify(part.value);
       }
-      file = { name: part.filename, bytes: await part.toBuffer(), contentType: part.mimetype };
-    } else {
-      fields[part.fieldname] = typeof part.value === 'string' ? part.value : JSON.stringify(part.value);
     }
+  } catch (error) {
+    throw malformed(error);
   }
   if (file === undefined)
     throw new AppError({ code: 'missing_field', message: "file: required (multipart field 'file')" });
@@ -50,14 +81,18 @@ function readJson(body: unknown): Upload {
 export function documentsRoutes(documents: DocumentsService, uploadLimitBytes: number) {
   return async (fastify: FastifyInstance) => {
     await fastify.register(multipart, {
-      limits: { fileSize: uploadLimitBytes, files: 1, fields: 10, fieldSize: 1024 * 1024, parts: 20 },
+      limits: { fileSize: uploadLimitBytes, fieldSize: 1024 * 1024, ...limits },
     });
     const app = fastify.withTypeProvider<ZodTypeProvider>();
 
     app.post(
       '/api/v1/rag/collections/:collection_name/documents',
       {
-        config: { access: 'write', family },
+        config: {
+          access: 'write',
+          family,
+          documentedBody: { 'multipart/form-data': multipartUploadForm, 'application/json': jsonUploadBody },
+        },
         // JSON uploads carry the text itself, so they may be as large as a file.
         bodyLimit: uploadLimitBytes,
         schema: {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { maxJsonNesting, nestsDeeperThan } from '../http/json-body.ts';
 
 export const metadataSchema = z.record(z.string(), z.unknown());
 
@@ -18,6 +19,10 @@ export const multipartFields = z.object({
     .optional()
     .transform((value, ctx) => {
       if (value === undefined || value === '') return undefined;
+      if (nestsDeeperThan(value, maxJsonNesting)) {
+        ctx.addIssue({ code: 'custom', message: `metadata is nested too deeply (more than ${maxJsonNesting} levels)` });
+        return z.NEVER;
+      }
       try {
         return metadataSchema.parse(JSON.parse(value));
       } catch {
@@ -25,6 +30,16 @@ export const multipartFields = z.object({
         return z.NEVER;
       }
     }),
+});
+
+/** The multipart upload as the OpenAPI document shows it (the route reads the parts itself). */
+export const multipartUploadForm = z.object({
+  file: z.string().meta({
+    format: 'binary',
+    description: 'The document: txt, md, html, pdf, docx, csv, json, jsonl or source code',
+  }),
+  description: z.string().max(10_000).optional(),
+  metadata: z.string().optional().meta({ description: 'A JSON object, as a string' }),
 });
 
 export const documentParams = z.object({ document_id: z.string().min(1).max(100) });

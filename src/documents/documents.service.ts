@@ -3,7 +3,7 @@ import { isUniqueViolation } from '../db/errors.ts';
 import { newId } from '../db/ids.ts';
 import type { CollectionsService } from '../collections/collections.service.ts';
 import { AppError, notFound } from '../http/errors.ts';
-import { detectFormat } from '../ingestion/parsers/index.ts';
+import { classifyUpload, sniffBytes } from '../ingestion/parsers/index.ts';
 import { canUseCollection, type Principal } from '../keys/principal.ts';
 import type { DocumentSummary, DocumentsRepository } from './documents.repository.ts';
 import type { DocumentRecord } from './documents.schemas.ts';
@@ -57,13 +57,9 @@ export function createDocumentsService({ repo, collections, onQueued }: Document
   return {
     async upload(principal: Principal, collectionName: string, upload: Upload): Promise<DocumentRecord> {
       const collection = await collections.requireAccessible(principal, collectionName);
-      const format = detectFormat(upload.name, upload.contentType, upload.bytes.subarray(0, 16));
-      if (format === undefined) {
-        throw new AppError({
-          code: 'unsupported_media_type',
-          message: `Unsupported file type '${upload.name}': use txt, md, html, pdf, docx, csv, json, jsonl or source code`,
-        });
-      }
+      const detected = classifyUpload(upload.name, upload.contentType, upload.bytes.subarray(0, sniffBytes));
+      if (!detected.ok) throw new AppError({ code: 'unsupported_media_type', message: detected.message });
+      const { format } = detected;
       const sha256 = createHash('sha256').update(upload.bytes).digest('hex');
       const existing = await repo.findBySha(collection.id, sha256);
       if (existing) throw duplicate(existing.id);

@@ -4,7 +4,11 @@ export const MAX_INPUTS = 2048;
 export const MAX_TOTAL_CHARS = 4_000_000;
 
 export const embeddingsBody = z.object({
-  model: z.string().min(1).max(200),
+  model: z
+    .string()
+    .min(1)
+    .max(200)
+    .meta({ example: 'text-embedding-ada-002', description: 'A local model, an alias, or a model an upstream serves' }),
   input: z.union([
     z.string().min(1, 'input must not be empty'),
     z

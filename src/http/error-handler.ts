@@ -1,6 +1,7 @@
-import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
-import { AppError, renderError, type ErrorCode } from './errors.ts';
+import { AppError, renderError, type ErrorCode, type ErrorFamily } from './errors.ts';
+import type { RouteEntry } from './route-config.ts';
 
 const statusCodes: Record<number, ErrorCode> = {
   400: 'invalid_value',
@@ -42,6 +43,25 @@ function isDatabaseUnavailable(error: unknown): boolean {
   return false;
 }
 
+/**
+ * PostgreSQL refuses some text outright: a NUL character in text (22021) or jsonb (22P05), and
+ * JSON nested past its stack limit (54001). Such text only comes from the request, so the client
+ * gets a 400 wherever in a query it ends up (a name, a description, metadata, a filter).
+ */
+const refusedInputCodes: Record<string, string> = {
+  '22021': 'Text with a NUL character (\\u0000) cannot be stored or searched; remove it',
+  '22P05': 'Text with a NUL character (\\u0000) cannot be stored or searched; remove it',
+  '54001': 'A value is nested too deeply to be stored or searched',
+};
+
+function refusedInput(error: unknown): string | undefined {
+  for (let e = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && code in refusedInputCodes) return refusedInputCodes[code];
+  }
+  return undefined;
+}
+
 /** fastify-type-provider-zod reports each zod issue as keyword (the issue code), path and message. */
 interface ValidationIssue {
   keyword?: string;
@@ -66,6 +86,8 @@ export function toAppError(error: unknown): AppError {
   if (hasZodFastifySchemaValidationErrors(fe)) return fromValidation(fe);
   if (isResponseSerializationError(fe))
     return new AppError({ code: 'internal_error', message: 'Response serialization failed', cause: error });
+  const refused = refusedInput(error);
+  if (refused !== undefined) return new AppError({ code: 'invalid_value', message: refused, cause: error });
   if (isDatabaseUnavailable(error)) {
     return new AppError({ code: 'service_unavailable', message: 'Database unavailable, retry shortly', cause: error });
   }
@@ -119,4 +141,36 @@ export function installErrorHandling(app: FastifyInstance): void {
     });
     return reply.code(404).send(renderError(error, 'structured'));
   });
+}
+
+/** The family of the route a path would reach, from the route table (parameters match any segment). */
+function familyOfPath(routes: readonly RouteEntry[], path: string): ErrorFamily {
+  const segments = path.split('/');
+  const route = routes.find((r) => {
+    const pattern = r.url.split('/');
+    return (
+      pattern.length === segments.length && pattern.every((part, i) => part.startsWith(':') || part === segments[i])
+    );
+  });
+  return route?.family ?? 'structured';
+}
+
+/**
+ * Fastify's `frameworkErrors`: what the router refuses before any route runs — a path segment that
+ * is not valid percent-encoding, a parameter over the router's length limit — as a 400 in the
+ * contract's shape for the route the path was meant for, instead of fastify's own body.
+ */
+export function frameworkErrorHandler(routes: readonly RouteEntry[]) {
+  return (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    const message =
+      error.code === 'FST_ERR_BAD_URL'
+        ? 'Malformed URL: a path segment is not valid percent-encoding'
+        : error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? 'A path parameter is too long'
+          : undefined;
+    const appError = message === undefined ? toAppError(error) : new AppError({ code: 'invalid_value', message });
+    const family = familyOfPath(routes, (request.raw.url ?? '').split('?')[0] ?? '');
+    void reply.header('x-request-id', request.id);
+    void reply.code(appError.status).type('application/json; charset=utf-8').send(renderError(appError, family));
+  };
 }

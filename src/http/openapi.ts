@@ -78,7 +78,18 @@ export async function registerDocs(app: FastifyInstance, version: string): Promi
       },
       components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer' } } },
     },
-    transform: jsonSchemaTransform,
+    transform: (input) => {
+      const output = jsonSchemaTransform(input);
+      const documented = input.route.config?.documentedBody;
+      if (documented === undefined) return output;
+      const content = Object.fromEntries(
+        Object.entries(documented).map(([type, schema]) => [
+          type,
+          { schema: z.toJSONSchema(schema, { target: 'openapi-3.0', io: 'input', unrepresentable: 'any' }) },
+        ]),
+      );
+      return { ...output, schema: { ...output.schema, body: { content } } };
+    },
   });
   await app.register(swaggerUi, {
     routePrefix: DOCS_PREFIX,

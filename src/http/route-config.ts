@@ -1,3 +1,4 @@
+import type { ZodType } from 'zod';
 import type { Principal, Scope } from '../keys/principal.ts';
 import type { ErrorFamily } from './errors.ts';
 
@@ -8,6 +9,12 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     access?: RouteAccess;
     family?: ErrorFamily;
+    /**
+     * The request body by content type, for the OpenAPI document only: routes that read their
+     * body themselves (multipart uploads) declare it here instead of as `schema.body`, which
+     * fastify would validate.
+     */
+    documentedBody?: Record<string, ZodType>;
   }
   interface FastifyRequest {
     principal: Principal | null;

@@ -1,10 +1,13 @@
+import { setImmediate as yieldToLoop } from 'node:timers/promises';
+import type { ParsingConfig } from '../config.ts';
 import { randomBase62 } from '../db/ids.ts';
 import type { EmbeddingRegistry } from '../embeddings/registry.ts';
 import type { Logger } from 'pino';
 import { termFrequencies } from '../retrieval/analyzer.ts';
 import { chunkText, type ChunkingOptions } from './chunker.ts';
 import type { ClaimedJob, JobsRepository } from './jobs.repository.ts';
-import { ParseError, parseDocument, type DocumentFormat } from './parsers/index.ts';
+import { createParsePool } from './parse-pool.ts';
+import { ParseError, type DocumentFormat } from './parsers/index.ts';
 
 /** How a claimed job ended in this worker. */
 export type JobOutcome = 'processed' | 'retry' | 'failed' | 'abandoned' | 'deleted';
@@ -18,6 +21,8 @@ export interface IngestionWorkerDeps {
   jobs: JobsRepository;
   embeddings: EmbeddingRegistry;
   chunking: ChunkingOptions;
+  /** Parser processes: how many (at most `concurrency`), and each one's time and memory limits. */
+  parsing: ParsingConfig;
   logger: Logger;
   /** Jobs processed at once by this worker. */
   concurrency: number;
@@ -59,6 +64,11 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
   const pollMs = deps.pollMs ?? 1_000;
   const id = `wrk_${randomBase62(12)}`;
   const log = logger.child({ worker: id });
+  const parser = createParsePool({
+    ...deps.parsing,
+    concurrency: Math.min(deps.parsing.concurrency, Math.max(1, deps.concurrency)),
+    logger: log,
+  });
   let running = false;
   const slots: Promise<void>[] = [];
   const inFlight = new Set<AbortController>();
@@ -84,7 +94,7 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
     const resolved = embeddings.byResolvedName(doc.embeddingProvider, doc.embeddingModel);
     if (!resolved.ok) throw new Error(resolved.message);
     const model = resolved.model;
-    const parsed = await parseDocument(doc.original, doc.format as DocumentFormat, { maxChars: deps.maxChars });
+    const parsed = await parser.parse(doc.original, doc.format as DocumentFormat, { maxChars: deps.maxChars }, signal);
     if (signal.aborted) throw new LeaseLost();
     const maxTokens = Math.min(deps.chunking.maxTokens, model.maxTokens - 2);
     // PostgreSQL text cannot hold NUL; some PDF fonts map glyphs to it.
@@ -95,10 +105,13 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
       { priority: 'bulk', signal },
     );
     if (signal.aborted) throw new LeaseLost();
-    const embedded = chunks.map((c, i) => {
+    const embedded = [];
+    for (const [i, c] of chunks.entries()) {
       const { tf, length } = termFrequencies(c.content);
-      return { ...c, embedding: vectors[i] as Float32Array, terms: tf, termCount: length };
-    });
+      embedded.push({ ...c, embedding: vectors[i] as Float32Array, terms: tf, termCount: length });
+      // A document of thousands of chunks must not hold the event loop while its terms are counted.
+      if (i % 64 === 63) await yieldToLoop();
+    }
     if (!(await jobs.complete(job, id, model.name, embedded))) throw new LeaseLost();
     log.info({ document_id: doc.id, chunks: chunks.length, attempt: job.attempts }, 'document processed');
     return 'processed';
@@ -166,6 +179,7 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
     for (const controller of inFlight) controller.abort(new LeaseLost());
     await Promise.allSettled(slots);
     slots.length = 0;
+    await parser.close();
     const released = await jobs.release(id).catch(() => 0);
     if (released > 0) log.info({ released }, 'returned unfinished jobs to the queue');
   };

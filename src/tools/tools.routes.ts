@@ -11,6 +11,13 @@ const toolCall = z.object({
   parameters: z.record(z.string(), z.unknown()),
 });
 
+function documentedToolCall(tools: ToolRegistry): z.ZodType {
+  const calls: z.ZodType[] = tools
+    .all()
+    .map((t) => z.object({ tool_name: z.literal(t.name), parameters: t.parameters }));
+  return calls.length > 1 ? z.union(calls as [z.ZodType, z.ZodType, ...z.ZodType[]]) : (calls[0] ?? toolCall);
+}
+
 export function toolsRoutes(tools: ToolRegistry) {
   return async (fastify: FastifyInstance) => {
     const results = tools.all().map((t) => t.result);
@@ -19,7 +26,13 @@ export function toolsRoutes(tools: ToolRegistry) {
     fastify.withTypeProvider<ZodTypeProvider>().post(
       '/api/v1/agent/tool-calling',
       {
-        config: { access: 'tools', family: 'simple' },
+        config: {
+          access: 'tools',
+          family: 'simple',
+          // Validated in two steps (the envelope here, `parameters` by the tool), documented as
+          // one body per tool so that clients and fuzzers see each tool's real parameters.
+          documentedBody: { 'application/json': documentedToolCall(tools) },
+        },
         schema: {
           operationId: 'callTool',
           tags: ['tools'],

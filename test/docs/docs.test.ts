@@ -58,6 +58,23 @@ describe('interactive reference', () => {
     expect(new Set(ids).size).toBe(ids.length);
   });
 
+  it('documents the upload body, multipart and JSON, though the route reads it itself', async () => {
+    const doc = (await (await fetch(`${t.url}/api/v1/openapi.json`)).json()) as {
+      paths: Record<string, { post?: { requestBody?: { content: Record<string, { schema: unknown }> } } }>;
+    };
+    const content = doc.paths['/api/v1/rag/collections/{collection_name}/documents']?.post?.requestBody?.content;
+    expect(content?.['multipart/form-data']?.schema).toMatchObject({
+      type: 'object',
+      required: ['file'],
+      properties: { file: { type: 'string', format: 'binary' }, description: {}, metadata: {} },
+    });
+    expect(content?.['application/json']?.schema).toMatchObject({
+      type: 'object',
+      required: ['name', 'content'],
+      properties: { name: {}, content: {}, description: {}, metadata: { type: 'object' } },
+    });
+  });
+
   it('health endpoints need no key', async () => {
     expect((await fetch(`${t.url}/healthz`)).status).toBe(200);
     const ready = await fetch(`${t.url}/readyz`);

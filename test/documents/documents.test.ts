@@ -140,12 +140,38 @@ describe('document rules', () => {
     const bad = await t.request('/api/v1/rag/collections/docs/documents', { method: 'POST', body: form });
     expect(bad.status).toBe(400);
     expect(await bad.json()).toEqual({ error: 'metadata: metadata must be a JSON object' });
+    const deepForm = new FormData();
+    deepForm.set('file', new Blob(['deep']), 'deep.txt');
+    deepForm.set('metadata', `${'{"a":'.repeat(10_000)}1${'}'.repeat(10_000)}`);
+    const deep = await t.request('/api/v1/rag/collections/docs/documents', { method: 'POST', body: deepForm });
+    expect(deep.status).toBe(400);
+    expect(await deep.json()).toEqual({ error: 'metadata: metadata is nested too deeply (more than 100 levels)' });
 
     const noContent = await t.request('/api/v1/rag/collections/docs/documents', {
       method: 'POST',
       json: { name: 'x' },
     });
     expect(noContent.status).toBe(400);
+  });
+
+  it('a multipart body the parser cannot read is a 400, never a 500', async () => {
+    const upload = (headers: Record<string, string>, body: string) =>
+      t.request('/api/v1/rag/collections/docs/documents', { method: 'POST', headers, body });
+    const noBoundary = await upload({ 'content-type': 'multipart/form-data' }, '');
+    expect(noBoundary.status).toBe(400);
+    expect(await noBoundary.json()).toEqual({ error: 'Malformed multipart body: Multipart: Boundary not found' });
+    const truncated = await upload(
+      { 'content-type': 'multipart/form-data; boundary=XyZ' },
+      '--XyZ\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n\r\nhalf a fi',
+    );
+    expect(truncated.status).toBe(400);
+    expect(((await truncated.json()) as { error: string }).error).toMatch(/^Malformed multipart body: /);
+    const crowded = new FormData();
+    crowded.set('file', new Blob(['crowded']), 'crowded.txt');
+    for (let i = 0; i < 11; i += 1) crowded.set(`field${i}`, 'x');
+    const tooMany = await t.request('/api/v1/rag/collections/docs/documents', { method: 'POST', body: crowded });
+    expect(tooMany.status).toBe(413);
+    expect(await tooMany.json()).toEqual({ error: 'Too many multipart fields (at most 10)' });
   });
 
   it('a malformed PDF ends as failed with a readable error', async () => {

@@ -68,6 +68,43 @@ describe('bad input never yields a 500', () => {
     expect(response.status).toBe(400);
   });
 
+  it('a body nested past 100 levels is 400 invalid_json, before any handler sees it', async () => {
+    const nested = (depth: number) => `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
+    const deep = await t.request('/api/v1/keys', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: `{"name":"x","scopes":["read"],"extra":${nested(9_000)}}`, // under the 64 kB body limit here
+    });
+    expect(deep.status).toBe(400);
+    expect(await deep.json()).toEqual({
+      error: {
+        message: 'Request body is nested too deeply (more than 100 levels)',
+        type: 'invalid_request_error',
+        code: 'invalid_json',
+      },
+    });
+    // Brackets inside strings are text, not nesting.
+    const text = await t.request('/api/v1/keys', {
+      method: 'POST',
+      json: { name: 'brackets [{', scopes: ['read'], note: '[{'.repeat(1000) },
+    });
+    expect(text.status).toBe(201);
+  });
+
+  it('text PostgreSQL cannot store (a NUL character) is a 400 wherever it lands', async () => {
+    const message = 'Text with a NUL character (\\u0000) cannot be stored or searched; remove it';
+    const key = await t.request('/api/v1/keys', { method: 'POST', json: { name: 'a\u0000b', scopes: ['read'] } });
+    expect(key.status).toBe(400);
+    expect(await key.json()).toEqual({ error: { message, type: 'invalid_request_error', code: 'invalid_value' } });
+    const collection = await t.request('/api/v1/rag/collections', {
+      method: 'POST',
+      json: { name: 'nul', description: 'a\u0000b' },
+    });
+    expect(collection.status).toBe(400);
+    expect(await collection.json()).toEqual({ error: message });
+    expect((await t.request('/api/v1/rag/collections/a%00b')).status).toBe(400);
+  });
+
   it('an oversize body is 413', async () => {
     const response = await t.request('/api/v1/keys', {
       method: 'POST',
@@ -92,6 +129,24 @@ describe('bad input never yields a 500', () => {
     expect(response.status).toBe(404);
     expect(await response.json()).toEqual(structured('not_found', 'not_found_error'));
     expect((await t.request('/elsewhere', { method: 'POST' })).status).toBe(404);
+  });
+
+  it('a path the router cannot decode is a 400 in the shape of the route it was meant for', async () => {
+    const simple = await t.request('/api/v1/rag/documents/%E0%A4%A');
+    expect(simple.status).toBe(400);
+    expect(await simple.json()).toEqual({ error: 'Malformed URL: a path segment is not valid percent-encoding' });
+    const keys = await t.request('/api/v1/keys/%E0%A4%A');
+    expect(keys.status).toBe(400);
+    expect(await keys.json()).toEqual(structured('invalid_value'));
+  });
+
+  it("a path parameter longer than the router's default is judged by the route's schema", async () => {
+    const response = await t.request(`/api/v1/rag/documents/${'d'.repeat(150)}`);
+    expect(response.status).toBe(400);
+    expect(await response.json()).toEqual({ error: 'document_id: Too big: expected string to have <=100 characters' });
+    const key = await t.request(`/api/v1/keys/${'k'.repeat(5000)}`);
+    expect(key.status).toBe(400);
+    expect(await key.json()).toEqual(structured('invalid_value'));
   });
 
   it('authentication comes before body parsing: an unauthenticated bad body is 401', async () => {

@@ -1,8 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import { strToU8, zipSync } from 'fflate';
 import { describe, expect, it } from 'vitest';
-import { detectFormat, parseDocument, ParseError } from '../../src/ingestion/parsers/index.ts';
+import { classifyUpload, detectFormat, parseDocument, ParseError } from '../../src/ingestion/parsers/index.ts';
 import type { DocumentFormat } from '../../src/ingestion/parsers/index.ts';
+import { documentXml, enc, makeDocx, makePdf } from '../support/files.ts';
 
 // The shared fixtures live beside the repository (/work/shared next to /work/<repo>).
 const repoRoot = new URL('../../', import.meta.url);
@@ -94,23 +95,6 @@ describe('shared documents', () => {
   });
 });
 
-const enc = (text: string): Uint8Array => new TextEncoder().encode(text);
-
-/** A one-page PDF with correct xref offsets; `trailerExtra` adds e.g. an /Encrypt dictionary. */
-function makePdf(objects: string[], trailerExtra = ''): Uint8Array {
-  let body = '%PDF-1.4\n';
-  const offsets: number[] = [];
-  objects.forEach((object, i) => {
-    offsets.push(body.length);
-    body += `${i + 1} 0 obj\n${object}\nendobj\n`;
-  });
-  const xref = body.length;
-  body += `xref\n0 ${objects.length + 1}\n0000000000 65535 f \n`;
-  for (const offset of offsets) body += `${String(offset).padStart(10, '0')} 00000 n \n`;
-  body += `trailer\n<< /Size ${objects.length + 1} /Root 1 0 R ${trailerExtra} >>\nstartxref\n${xref}\n%%EOF\n`;
-  return enc(body);
-}
-
 const helloPdfObjects = [
   '<< /Type /Catalog /Pages 2 0 R >>',
   '<< /Type /Pages /Kids [3 0 R] /Count 1 >>',
@@ -160,20 +144,6 @@ describe('PDF robustness', () => {
   });
 });
 
-const contentTypes =
-  '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" ContentType="application/xml"/><Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>';
-const rootRels =
-  '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/></Relationships>';
-const documentXml = (body: string): string =>
-  `<?xml version="1.0"?><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>${body}</w:body></w:document>`;
-
-const makeDocx = (documentPart: Uint8Array): Uint8Array =>
-  zipSync({
-    '[Content_Types].xml': strToU8(contentTypes),
-    '_rels/.rels': strToU8(rootRels),
-    'word/document.xml': documentPart,
-  });
-
 describe('DOCX robustness', () => {
   it('reads a minimal hand-made docx', async () => {
     const docx = makeDocx(strToU8(documentXml('<w:p><w:r><w:t>Hello from Word</w:t></w:r></w:p>')));
@@ -218,6 +188,18 @@ describe('text decoding', () => {
   it('replaces invalid UTF-8 instead of failing', async () => {
     const bytes = new Uint8Array([...enc('caf'), 0xc3, 0x28, ...enc(' ok\n\n\nnext  \t paragraph')]);
     expect((await parseDocument(bytes, 'txt')).text).toBe('caf\ufffd( ok\n\nnext paragraph');
+  });
+
+  it('refuses text in another encoding, saying so', async () => {
+    // "Déjà vu à l'été" in Latin-1, many times: every accented letter is an invalid UTF-8 byte.
+    const latin1 = new Uint8Array(Buffer.from("Déjà vu à l'été. ".repeat(50), 'latin1'));
+    await expect(parseDocument(latin1, 'txt')).rejects.toThrow(
+      /^The file is not UTF-8 text: 250 of its 850 characters are invalid byte sequences; save it as UTF-8/,
+    );
+    await expect(parseDocument(latin1, 'csv')).rejects.toThrow(/not UTF-8 text/);
+    // A stray byte or two in a large file is still only replaced.
+    const mostlyFine = new Uint8Array([...enc('ok '.repeat(1000)), 0xff, ...enc(' fine')]);
+    expect((await parseDocument(mostlyFine, 'md')).text.endsWith('ok \ufffd fine')).toBe(true);
   });
 
   it('strips a UTF-8 BOM', async () => {
@@ -320,6 +302,28 @@ describe('detectFormat', () => {
     );
     expect(detectFormat('archive.zip', 'application/zip', zip)).toBeUndefined();
     expect(detectFormat('fake.pdf', 'application/pdf', enc('hello'))).toBeUndefined();
+  });
+
+  it('finds a PDF header after leading junk only in a file labelled PDF', () => {
+    const late = enc(`${'\n'.repeat(300)}%PDF-1.4\n`);
+    expect(detectFormat('scan.pdf', undefined, late)).toBe('pdf');
+    expect(detectFormat('notes.md', undefined, late)).toBe('md');
+  });
+
+  it('says why a mislabelled file is refused', () => {
+    const html = enc('<!doctype html><html><body>not a PDF</body></html>');
+    expect(classifyUpload('report.pdf', 'application/pdf', html)).toEqual({
+      ok: false,
+      message: "'report.pdf' is labelled PDF but is not one: its content does not start with %PDF-",
+    });
+    expect(classifyUpload('letter.docx', undefined, enc('plain words'))).toEqual({
+      ok: false,
+      message: "'letter.docx' is labelled DOCX but is not one: its content is not a zip archive",
+    });
+    expect(classifyUpload('image.txt', 'text/plain', new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0, 0]))).toMatchObject({
+      ok: false,
+      message: expect.stringMatching(/^Unsupported file type 'image.txt': its content is binary/),
+    });
   });
 
   it('refuses unsupported and binary files', () => {

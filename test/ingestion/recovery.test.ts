@@ -57,6 +57,7 @@ describe('a worker that dies mid-job', () => {
       jobs,
       embeddings: await testEmbeddings(),
       chunking: { maxTokens: 200, overlapTokens: 32 },
+      parsing: { concurrency: 1, timeoutMs: 60_000, memoryMb: 1024 },
       logger: createLogger('silent'),
       concurrency: 1,
       leaseMs: 2_000,

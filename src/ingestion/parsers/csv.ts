@@ -45,9 +45,10 @@ export function columnNames(headerRows: readonly (readonly string[])[], width: n
  * values and still says what each value means.
  */
 export function parseCsv(bytes: Uint8Array, limits?: ParseLimits): ParsedDocument {
+  const text = decodeText(bytes);
   let rows: string[][];
   try {
-    rows = parse(decodeText(bytes), {
+    rows = parse(text, {
       bom: true,
       relax_column_count: true,
       relax_quotes: true,

@@ -128,10 +128,27 @@ const startsWith = (head: Uint8Array, magic: readonly number[]): boolean => magi
 const pdfMagic = [0x25, 0x50, 0x44, 0x46, 0x2d]; // "%PDF-"
 const zipMagic = [0x50, 0x4b, 0x03, 0x04]; // "PK\3\4"
 
+/** How many leading bytes detection looks at: PDF readers accept the header anywhere in the first 1,024. */
+export const sniffBytes = 1024;
+
+/**
+ * "%PDF-" at the start or, for a file labelled PDF, after some junk within the first kilobyte (as
+ * PDF readers allow; a text file may well mention "%PDF-").
+ */
+function isPdf(head: Uint8Array, labelled: boolean): boolean {
+  if (startsWith(head, pdfMagic)) return true;
+  if (!labelled) return false;
+  const window = head.subarray(0, sniffBytes);
+  for (let i = window.indexOf(0x25); i >= 0; i = window.indexOf(0x25, i + 1)) {
+    if (startsWith(window.subarray(i), pdfMagic)) return true;
+  }
+  return false;
+}
+
 const utf16Bom = (head: Uint8Array): boolean => startsWith(head, [0xff, 0xfe]) || startsWith(head, [0xfe, 0xff]);
 
 /** NUL bytes do not occur in UTF-8 text; they mark executables, images and archives. */
-const looksBinary = (head: Uint8Array): boolean => !utf16Bom(head) && head.includes(0);
+const looksBinary = (head: Uint8Array): boolean => !utf16Bom(head) && head.subarray(0, sniffBytes).includes(0);
 
 function fromName(fileName: string): DocumentFormat | undefined {
   const base = fileName.split(/[/\\]/).pop()?.toLowerCase() ?? '';
@@ -147,26 +164,50 @@ function fromContentType(contentType: string | undefined): DocumentFormat | unde
   return type === undefined ? undefined : byContentType[type];
 }
 
+export type Detection = { ok: true; format: DocumentFormat } | { ok: false; message: string };
+
+const supported = 'use txt, md, html, pdf, docx, csv, json, jsonl or source code';
+
 /**
- * Decides the format from the file name extension and the declared content type, and sniffs magic
- * bytes (%PDF, PK zip) so a mismatched content type is handled; returns undefined for unsupported
- * formats (the API answers 415). The bytes win over the labels: browsers and curl often send
- * `application/octet-stream` or a type guessed from a wrong extension. A zip is only taken as a
- * DOCX when a label says so, since a zip could be anything (xlsx, jar, epub).
+ * Decides the format from the file name extension and the declared content type, and sniffs the
+ * leading bytes (%PDF, PK zip, NUL) so a mismatched label is caught; an unsupported or mismatched
+ * file gets a message for the API's 415. The bytes win over the labels when they are a format of
+ * their own: browsers and curl often send `application/octet-stream` or a type guessed from a
+ * wrong extension. A zip is only taken as a DOCX when a label says so, since a zip could be
+ * anything (xlsx, jar, epub); a file labelled PDF or DOCX whose bytes are not is refused rather
+ * than read as text.
  */
+export function classifyUpload(fileName: string, contentType: string | undefined, head: Uint8Array): Detection {
+  const named = fromName(fileName);
+  const declared = fromContentType(contentType);
+  const quoted = `'${fileName}'`;
+  if (isPdf(head, named === 'pdf' || declared === 'pdf')) return { ok: true, format: 'pdf' };
+  if (startsWith(head, zipMagic)) {
+    if (named === 'docx' || declared === 'docx') return { ok: true, format: 'docx' };
+    return { ok: false, message: `Unsupported file type ${quoted}: a zip archive that is not a DOCX; ${supported}` };
+  }
+  const candidate = named ?? declared;
+  if (candidate === 'pdf') {
+    return { ok: false, message: `${quoted} is labelled PDF but is not one: its content does not start with %PDF-` };
+  }
+  if (candidate === 'docx') {
+    return { ok: false, message: `${quoted} is labelled DOCX but is not one: its content is not a zip archive` };
+  }
+  if (looksBinary(head)) {
+    return { ok: false, message: `Unsupported file type ${quoted}: its content is binary, not text; ${supported}` };
+  }
+  if (candidate !== undefined) return { ok: true, format: candidate };
+  // text/* of an unknown flavour (text/x-python, text/x-c) is still readable text.
+  if (contentType?.trim().toLowerCase().startsWith('text/') === true) return { ok: true, format: 'txt' };
+  return { ok: false, message: `Unsupported file type ${quoted}: ${supported}` };
+}
+
+/** The format of an upload, or undefined when it is unsupported or mismatched (see classifyUpload). */
 export function detectFormat(
   fileName: string,
   contentType: string | undefined,
   head: Uint8Array,
 ): DocumentFormat | undefined {
-  const named = fromName(fileName);
-  const declared = fromContentType(contentType);
-  if (startsWith(head, pdfMagic)) return 'pdf';
-  if (startsWith(head, zipMagic)) return named === 'docx' || declared === 'docx' ? 'docx' : undefined;
-  // A binary label on text bytes (or the reverse) cannot be parsed as labelled.
-  const candidate = named ?? declared;
-  if (candidate === 'pdf' || candidate === 'docx' || looksBinary(head)) return undefined;
-  if (candidate !== undefined) return candidate;
-  // text/* of an unknown flavour (text/x-python, text/x-c) is still readable text.
-  return contentType?.trim().toLowerCase().startsWith('text/') === true ? 'txt' : undefined;
+  const detection = classifyUpload(fileName, contentType, head);
+  return detection.ok ? detection.format : undefined;
 }

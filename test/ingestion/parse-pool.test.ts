@@ -1,0 +1,149 @@
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createParsePool, ParserCrashed, type ParsePool } from '../../src/ingestion/parse-pool.ts';
+import { parseDocument, ParseError } from '../../src/ingestion/parsers/index.ts';
+import { createLogger } from '../../src/logging.ts';
+import { childPids, parserPids } from '../support/processes.ts';
+import { enc, pdfSlowPages, pdfStreamBomb } from '../support/files.ts';
+
+const shared = new URL('../../../shared/data/documents/', import.meta.url);
+
+const until = async (condition: () => boolean, what: string, ms = 10_000) => {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+};
+
+let pool: ParsePool | undefined;
+const open = (options: Partial<Parameters<typeof createParsePool>[0]> = {}) => {
+  pool = createParsePool({
+    concurrency: 1,
+    timeoutMs: 60_000,
+    memoryMb: 1024,
+    logger: createLogger('silent'),
+    ...options,
+  });
+  return pool;
+};
+afterEach(async () => {
+  await pool?.close();
+  pool = undefined;
+  expect(parserPids()).toEqual([]);
+});
+
+describe('parse pool', () => {
+  it('parses in a child process exactly as in process, and reuses the process', async () => {
+    const bytes = new Uint8Array(await readFile(new URL('multi-column-2p.pdf', shared)));
+    const parsers = open();
+    const inProcess = await parseDocument(bytes, 'pdf');
+    expect(await parsers.parse(bytes, 'pdf', {})).toEqual(inProcess);
+    const [pid] = parserPids();
+    expect(pid).toBeGreaterThan(0);
+    expect((await parsers.parse(enc('a,b\n1,2'), 'csv', {})).text).toBe('a: 1\nb: 2');
+    expect(parserPids()).toEqual([pid]);
+  });
+
+  it("reports the parser's own error as a ParseError, and keeps the process", async () => {
+    const parsers = open();
+    const error = await parsers.parse(enc('not a zip'), 'docx', {}).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ParseError);
+    expect((error as Error).message).toBe('DOCX is not a valid zip archive');
+    expect(parserPids()).toHaveLength(1);
+  });
+
+  it('stops a parse that takes too long, as a ParseError, and the next parse gets a new process', async () => {
+    const parsers = open({ timeoutMs: 1_500 });
+    await expect(parsers.parse(enc('warm up'), 'txt', {})).resolves.toMatchObject({ text: 'warm up' });
+    const [first] = parserPids();
+    const error = await parsers.parse(pdfSlowPages(), 'pdf', {}).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ParseError);
+    expect((error as Error).message).toBe(
+      "Parsing stopped after 1.5 s (the server's time limit): the file is too large or too complex to read",
+    );
+    await expect(parsers.parse(enc('after'), 'txt', {})).resolves.toMatchObject({ text: 'after' });
+    expect(parserPids()).not.toContain(first);
+  });
+
+  it('stops a parse that needs too much memory, buffers included, as a ParseError', async () => {
+    const parsers = open({ memoryMb: 300 });
+    // 400 kB that inflate to 400 MB of ArrayBuffers, outside the JS heap.
+    const bomb = pdfStreamBomb(400);
+    expect(bomb.length).toBeLessThan(1024 * 1024);
+    const error = await parsers.parse(bomb, 'pdf', {}).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ParseError);
+    expect((error as Error).message).toMatch(/^Parsing stopped: reading the file needed more than 300 MB of memory/);
+  });
+
+  it('stops a parse whose objects outgrow the heap the same way', async () => {
+    const parsers = open({ memoryMb: 200 });
+    // 40 MB of tiny JSON objects: about 4 million of them once parsed, far past a 200 MB heap.
+    const objects = enc(`[${'{"a":[1]},'.repeat(4_000_000)}{"a":[1]}]`);
+    const error = await parsers.parse(objects, 'json', {}).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ParseError);
+    expect((error as Error).message).toMatch(/^Parsing stopped: reading the file needed more than 200 MB of memory/);
+  });
+
+  it('reports a parser process killed from outside as a crash, which is worth retrying', async () => {
+    const parsers = open();
+    await parsers.parse(enc('warm up'), 'txt', {});
+    const parse = parsers.parse(pdfSlowPages(), 'pdf', {});
+    process.kill(parserPids()[0] as number, 'SIGKILL');
+    const error = await parse.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ParserCrashed);
+    expect((error as Error).message).toBe('The parser process stopped unexpectedly (signal SIGKILL)');
+  });
+
+  it('an aborted parse ends at once with the reason, its process killed', async () => {
+    const parsers = open();
+    const controller = new AbortController();
+    const parse = parsers.parse(pdfSlowPages(), 'pdf', {}, controller.signal);
+    await until(() => parserPids().length === 1, 'the parser process');
+    controller.abort(new Error('lease lost'));
+    await expect(parse).rejects.toThrow('lease lost');
+    await until(() => parserPids().length === 0, 'the parser process to go');
+  });
+
+  it('runs at most `concurrency` parser processes; more parses wait', async () => {
+    const parsers = open({ concurrency: 2, timeoutMs: 3_000 });
+    const parses = [1, 2, 3].map(() => parsers.parse(pdfSlowPages(), 'pdf', {}).catch((e: unknown) => e));
+    await until(() => parserPids().length === 2, 'two parser processes');
+    let most = 0;
+    const watch = setInterval(() => (most = Math.max(most, parserPids().length)), 100);
+    const results = await Promise.all(parses);
+    clearInterval(watch);
+    expect(most).toBe(2);
+    for (const result of results) expect(result).toBeInstanceOf(ParseError);
+  });
+
+  it('parser processes exit when their parent dies', async () => {
+    const script = `
+      import { createParsePool } from './src/ingestion/parse-pool.ts';
+      import { createLogger } from './src/logging.ts';
+      import { pdfSlowPages } from './test/support/files.ts';
+      const pool = createParsePool({ concurrency: 1, timeoutMs: 60_000, memoryMb: 1024, logger: createLogger('silent') });
+      void pool.parse(pdfSlowPages(), 'pdf', {});
+      setInterval(() => {}, 1000);`;
+    const parent = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      cwd: new URL('../../', import.meta.url),
+      stdio: 'ignore',
+    });
+    const children = () => childPids(parent.pid);
+    await until(() => children().length === 1, 'the parser process');
+    const [orphan] = children();
+    parent.kill('SIGKILL');
+    // Gone, or a zombie waiting for whoever adopted it to reap it.
+    const exited = () =>
+      !/^State:\s+[^Z]/m.test(readFileSync(`/proc/${orphan}/status`, { encoding: 'utf8', flag: 'r' }));
+    await until(() => {
+      try {
+        return exited();
+      } catch {
+        return true;
+      }
+    }, 'the orphaned parser process to exit');
+  });
+});
