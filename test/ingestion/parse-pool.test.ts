@@ -1,11 +1,10 @@
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createParsePool, ParserCrashed, type ParsePool } from '../../src/ingestion/parse-pool.ts';
 import { parseDocument, ParseError } from '../../src/ingestion/parsers/index.ts';
 import { createLogger } from '../../src/logging.ts';
-import { childPids, parserPids } from '../support/processes.ts';
+import { alive, childPids, parserPids } from '../support/processes.ts';
 import { enc, pdfSlowPages, pdfStreamBomb } from '../support/files.ts';
 
 const shared = new URL('../../../shared/data/documents/', import.meta.url);
@@ -135,15 +134,6 @@ describe('parse pool', () => {
     await until(() => children().length === 1, 'the parser process');
     const [orphan] = children();
     parent.kill('SIGKILL');
-    // Gone, or a zombie waiting for whoever adopted it to reap it.
-    const exited = () =>
-      !/^State:\s+[^Z]/m.test(readFileSync(`/proc/${orphan}/status`, { encoding: 'utf8', flag: 'r' }));
-    await until(() => {
-      try {
-        return exited();
-      } catch {
-        return true;
-      }
-    }, 'the orphaned parser process to exit');
+    await until(() => !alive(orphan as number), 'the orphaned parser process to exit');
   });
 });
