@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { asAppError } from './gateway.errors.ts';
 import type { Registry } from './registry.ts';
-import { withFailover, type FailoverContext, type RetryPolicy } from './reliability.ts';
+import { failoverContext, withFailover, type FailoverContext, type RetryPolicy } from './reliability.ts';
 import { countTextTokens } from './tokens.ts';
 
 /** Embeddings from an upstream provider; the embeddings route and ingestion use it. */
@@ -37,13 +37,8 @@ export function createEmbeddingBackends({
     if (candidates.length === 0) return undefined;
     const target = registry.target(model);
     const batchSize = Math.min(...candidates.map((c) => c.provider.embeddingBatchSize));
-    const context = (signal: AbortSignal | undefined) => ({
-      retry,
-      signal,
-      logger,
-      subject: `model ${model}`,
-      ...(onUpstreamFailure ? { onFailure: onUpstreamFailure } : {}),
-    });
+    const context = (signal: AbortSignal | undefined) =>
+      failoverContext({ retry, logger, onFailure: onUpstreamFailure }, model, signal);
 
     return {
       model,

@@ -11,7 +11,7 @@ import type { UsageRecorder } from '../usage/usage.recorder.ts';
 import { asAppError } from './gateway.errors.ts';
 import { UpstreamFailure, type StreamEvent, type Usage } from './providers/provider.ts';
 import type { Registry } from './registry.ts';
-import { withFailover, type Candidate, type RetryPolicy } from './reliability.ts';
+import { failoverContext, withFailover, type Candidate, type RetryPolicy } from './reliability.ts';
 import { countPromptTokens, countTextTokens } from './tokens.ts';
 
 /** Who is calling, for quotas and usage accounting. */
@@ -96,13 +96,8 @@ export function createGatewayService({ registry, retry, usage, quota, logger, on
     if (caller !== undefined) usage.record({ keyId: caller.keyId, model, ...used });
   };
 
-  const context = (model: string, signal: AbortSignal | undefined) => ({
-    retry,
-    signal,
-    logger,
-    subject: `model ${model}`,
-    ...(onUpstreamFailure ? { onFailure: onUpstreamFailure } : {}),
-  });
+  const context = (model: string, signal: AbortSignal | undefined) =>
+    failoverContext({ retry, logger, onFailure: onUpstreamFailure }, model, signal);
 
   return {
     async complete(

@@ -108,6 +108,21 @@ export interface FailoverContext {
   onFailure?: (failure: UpstreamFailure) => void;
 }
 
+/** The failover context of one upstream call for `model`, shared by chat and embeddings. */
+export function failoverContext(
+  base: { retry: RetryPolicy; logger: Logger; onFailure?: FailoverContext['onFailure'] | undefined },
+  model: string,
+  signal: AbortSignal | undefined,
+): FailoverContext {
+  return {
+    retry: base.retry,
+    signal,
+    logger: base.logger,
+    subject: `model ${model}`,
+    ...(base.onFailure ? { onFailure: base.onFailure } : {}),
+  };
+}
+
 /**
  * Runs `attempt` against the candidates in order: retries with backoff on connection errors, 429
  * and 5xx, fails over to the next provider, skips providers whose breaker is open. Client errors
