@@ -1,17 +1,29 @@
 /**
- * rag_search latency at 10k / 100k (/ 1M) chunks of 384 dimensions on a PostgreSQL server,
- * through the HTTP API with a real key, and recall@10 of the HNSW search against exact search.
- * Chunks are synthetic and inserted straight into the database: unit vectors scattered around
- * real embeddings of SciFact abstracts (so they live where real queries land), with
- * Zipf-distributed SciFact terms for the BM25 leg. Queries are SciFact's real test queries.
+ * rag_search latency at 10k / 100k / 1M chunks of 384 dimensions on a PostgreSQL server, through
+ * the HTTP API with a real key, and recall@10 of the HNSW search against exact search. Queries are
+ * SciFact's real test queries, embedded by the service's model.
  *
- * Rows are loaded with the collection's HNSW index dropped and the index is built afterwards (as an
- * operator would for a bulk import); each HNSW variant (m:ef_construction) rebuilds it, and each
- * ef_search value is measured on every variant. The service never searches with ef_search below its
- * candidate count (max(4 × top_k, 100)), so 100 is the floor.
+ * Data (`LATENCY_DATA`):
+ *   manifold (default)  synthetic chunks on the manifold of real embeddings: each vector mixes a real
+ *                       SciFact abstract embedding with two of its 20 nearest real neighbours (random
+ *                       weights, the anchor dominant) plus a little isotropic noise, so neighbourhoods
+ *                       have the low local dimension real text embeddings have.
+ *   clusters            each vector a real abstract embedding drowned in isotropic Gaussian noise
+ *                       (cosine ≈ 0.58 to its centre): every point in a cluster nearly equidistant from
+ *                       the query, far harder for a graph index than real data (the 2026-11-23 runs).
+ * The size `real` loads the 5,183 real abstracts themselves (their real embeddings and terms): the
+ * yardstick the synthetic distributions are compared with. Synthetic chunks carry 40
+ * Zipf-distributed SciFact terms for the BM25 leg.
  *
- *   MODELS_DIR=… DATABASE_URL=postgres://… LATENCY_SIZES=10000,100000 \
+ * Rows go in with bulk-load settings (one transaction, foreign-key triggers off, the posting
+ * indexes and the collection's HNSW index dropped and rebuilt afterwards, as an operator would for
+ * an import); each HNSW variant (m:ef_construction) rebuilds the index, and each ef_search value is
+ * measured on every variant. The service never searches with ef_search below its candidate count
+ * (max(4 × top_k, 100)), so 100 is the floor.
+ *
+ *   MODELS_DIR=… DATABASE_URL=postgres://… LATENCY_SIZES=real,10000,100000 \
  *     LATENCY_HNSW=16:64,24:128 LATENCY_EF_SEARCH=100,200 node bench/retrieval/latency.ts
+ * LATENCY_REUSE=1 keeps the loaded collections (load once, measure when the machine is quiet).
  */
 import { readFileSync } from 'node:fs';
 import { sql } from 'drizzle-orm';
@@ -21,24 +33,32 @@ import { analyze } from '../../src/retrieval/analyzer.ts';
 import { gaussian, seededRandom } from '../../test/support/random.ts';
 import { api, percentile, saveResults, startBenchServer } from '../support.ts';
 
-const sizes = (process.env.LATENCY_SIZES ?? '10000,100000').split(',').map(Number);
+type Size = number | 'real';
+const sizes: Size[] = (process.env.LATENCY_SIZES ?? '10000,100000')
+  .split(',')
+  .map((s) => (s === 'real' ? 'real' : Number(s)));
+const distribution = process.env.LATENCY_DATA ?? 'manifold';
+if (distribution !== 'manifold' && distribution !== 'clusters') throw new Error('LATENCY_DATA: manifold or clusters');
 const queriesPerSize = Number(process.env.LATENCY_QUERIES ?? 200);
 const recallQueries = Math.min(queriesPerSize, Number(process.env.LATENCY_RECALL_QUERIES ?? 50));
-const hnswVariants = (process.env.LATENCY_HNSW ?? '16:64').split(',').map((v) => {
+const hnswVariants = (process.env.LATENCY_HNSW ?? '16:128').split(',').map((v) => {
   const [m, efConstruction] = v.split(':').map(Number);
   return { m: m as number, efConstruction: efConstruction as number };
 });
-const efSearchValues = (process.env.LATENCY_EF_SEARCH ?? '100').split(',').map(Number);
+const efSearchValues = (process.env.LATENCY_EF_SEARCH ?? '200').split(',').map(Number);
 const DIM = 384;
 const server = await startBenchServer({ ingestionConcurrency: 0 });
 if (server.database.kind !== 'postgres') throw new Error('set DATABASE_URL: this benchmark is for a PostgreSQL server');
+const db = server.database.db;
 
 // Deterministic pseudo-random numbers, so every run builds the same data.
 const rand = seededRandom(42);
 const gauss = () => gaussian(rand);
-const unit = (v: number[]) => {
-  const n = Math.sqrt(v.reduce((s, x) => s + x * x, 0));
-  return v.map((x) => x / n);
+const unit = (v: Float64Array | number[]) => {
+  let n = 0;
+  for (const x of v) n += x * x;
+  n = Math.sqrt(n);
+  return Array.from(v, (x) => x / n);
 };
 const scifact = (name: string) =>
   readFileSync(new URL(`../../../shared/data/scifact/${name}`, import.meta.url), 'utf8')
@@ -49,16 +69,29 @@ const loadModel = (await import('../../src/embeddings/load.ts')).loadEmbeddings;
 const registry = await loadModel(server.config, (await import('pino')).pino({ level: 'warn' }));
 const resolved = registry.resolve('text-embedding-ada-002');
 if (!resolved.ok) throw new Error(resolved.message);
-const anchors = scifact('corpus.jsonl')
-  .slice(0, 1000)
-  .map((d) => `${d.title ?? ''}. ${d.text}`);
-const centers = (await resolved.model.embed(anchors, { priority: 'bulk' })).vectors.map((v) => Array.from(v));
+const abstracts = scifact('corpus.jsonl').map((d) => `${d.title ?? ''}. ${d.text}`);
+const real = (await resolved.model.embed(abstracts, { priority: 'bulk' })).vectors.map((v) => Array.from(v));
+// Each real embedding's 20 nearest real neighbours (the manifold generator mixes along them).
+const neighbours = real.map((a, i) => {
+  const best: { j: number; s: number }[] = [];
+  for (let j = 0; j < real.length; j++) {
+    if (j === i) continue;
+    const b = real[j] as number[];
+    let dot = 0;
+    for (let d = 0; d < DIM; d++) dot += (a[d] as number) * (b[d] as number);
+    if (best.length < 20 || dot > (best[best.length - 1] as { s: number }).s) {
+      best.push({ j, s: dot });
+      best.sort((x, y) => y.s - x.s);
+      if (best.length > 20) best.pop();
+    }
+  }
+  return best.map((x) => x.j);
+});
 const queryTexts = scifact('queries.jsonl').map((q) => q.text);
 // The BM25 leg works on real terms: SciFact's analysed vocabulary, most frequent first, drawn with
 // a Zipf law, so query terms hit posting lists as long as a real corpus of this size would have.
 const termCounts = new Map<string, number>();
-for (const doc of scifact('corpus.jsonl'))
-  for (const term of analyze(`${doc.title ?? ''} ${doc.text}`)) termCounts.set(term, (termCounts.get(term) ?? 0) + 1);
+for (const text of abstracts) for (const term of analyze(text)) termCounts.set(term, (termCounts.get(term) ?? 0) + 1);
 const vocabulary = [...termCounts]
   .sort((a, b) => b[1] - a[1])
   .slice(0, 20_000)
@@ -66,62 +99,111 @@ const vocabulary = [...termCounts]
 const zipfWord = () =>
   vocabulary[Math.min(vocabulary.length - 1, Math.floor(Math.exp(rand() * Math.log(vocabulary.length))) - 1)] as string;
 
-/** Synthetic chunks straight into the database, with the collection's index dropped (built later). */
-async function load(collectionId: string, size: number): Promise<number> {
-  const documentId = newId('doc');
-  await server.database.db.execute(sql.raw(`drop index if exists "chunks_hnsw_${collectionId}"`));
-  await server.database.db.execute(sql`
-    insert into documents (id, collection_id, name, content_type, format, size_bytes, sha256, original, status, chunk_count)
-    values (${documentId}, ${collectionId}, 'synthetic.txt', 'text/plain', 'txt', 0, ${documentId}, '\\x00'::bytea, 'processed', ${size})`);
-  const t0 = performance.now();
-  const batch = 1_000;
-  let totalTerms = 0;
-  for (let start = 0; start < size; start += batch) {
-    const n = Math.min(batch, size - start);
-    const vectors: string[] = [];
-    const contents: string[] = [];
-    const lengths: number[] = [];
-    const postings: { term: string; position: number; tf: number; length: number }[] = [];
-    for (let i = 0; i < n; i++) {
-      const center = centers[Math.floor(rand() * centers.length)] as number[];
-      vectors.push(`[${unit(center.map((c) => c + ((0.35 * gauss()) / Math.sqrt(DIM)) * 4)).join(',')}]`);
-      const words = Array.from({ length: 40 }, zipfWord);
-      const tf = new Map<string, number>();
-      for (const w of words) tf.set(w, (tf.get(w) ?? 0) + 1);
-      for (const [term, count] of tf) postings.push({ term, position: start + i, tf: count, length: words.length });
-      contents.push(words.join(' '));
-      lengths.push(words.length);
-      totalTerms += words.length;
-    }
-    const ids = await queryRows<{ id: number; position: number }>(
-      server.database.db,
-      sql`insert into chunks (document_id, collection_id, position, start_char, end_char, token_count, term_count, content, model, embedding)
-          select ${documentId}, ${collectionId}, p, 0, 0, 40, l, c, 'synthetic', v::vector
-          from unnest(${sql.param(Array.from({ length: n }, (_, i) => start + i))}::int[], ${sql.param(lengths)}::int[],
-                      ${sql.param(contents)}::text[], ${sql.param(vectors)}::text[]) as t(p, l, c, v)
-          returning id, position`,
-    );
-    const idOf = new Map(ids.map((r) => [r.position, r.id]));
-    await server.database.db.execute(sql`
-      insert into chunk_terms (collection_id, term, chunk_id, tf, length)
-      select ${collectionId}, * from unnest(${sql.param(postings.map((p) => p.term))}::text[],
-        ${sql.param(postings.map((p) => idOf.get(p.position) as number))}::bigint[],
-        ${sql.param(postings.map((p) => p.tf))}::int[], ${sql.param(postings.map((p) => p.length))}::int[])`);
+function syntheticVector(): number[] {
+  const anchor = Math.floor(rand() * real.length);
+  const a = real[anchor] as number[];
+  const v = new Float64Array(DIM);
+  if (distribution === 'clusters') {
+    for (let d = 0; d < DIM; d++) v[d] = (a[d] as number) + ((0.35 * gauss()) / Math.sqrt(DIM)) * 4;
+    return unit(v);
   }
-  await server.database.db.execute(sql`
-    insert into term_stats (collection_id, term, df)
-    select collection_id, term, count(*)::int from chunk_terms where collection_id = ${collectionId} group by 1, 2`);
-  await server.database.db.execute(
-    sql`update collection_stats set chunk_count = ${size}, total_terms = ${totalTerms} where collection_id = ${collectionId}`,
+  const near = neighbours[anchor] as number[];
+  const b = real[near[Math.floor(rand() * near.length)] as number] as number[];
+  const c = real[near[Math.floor(rand() * near.length)] as number] as number[];
+  const wb = 0.5 * rand();
+  const wc = 0.5 * rand();
+  for (let d = 0; d < DIM; d++)
+    v[d] = (a[d] as number) + wb * (b[d] as number) + wc * (c[d] as number) + (0.1 * gauss()) / Math.sqrt(DIM);
+  return unit(v);
+}
+
+/** The chunk_terms indexes, dropped for a bulk load and rebuilt after it (sorting beats 35M inserts). */
+async function postingIndexes(): Promise<{ drop: string; create: string }[]> {
+  const primary = await queryRows<{ name: string; def: string }>(
+    db,
+    sql`select conname as name, pg_get_constraintdef(oid) as def from pg_constraint
+        where conrelid = 'chunk_terms'::regclass and contype = 'p'`,
   );
-  await server.database.db.execute(sql`vacuum analyze chunks`);
-  await server.database.db.execute(sql`vacuum analyze chunk_terms`);
+  const others = await queryRows<{ name: string; def: string }>(
+    db,
+    sql`select c.relname as name, pg_get_indexdef(i.indexrelid) as def from pg_index i
+        join pg_class c on c.oid = i.indexrelid where i.indrelid = 'chunk_terms'::regclass and not i.indisprimary`,
+  );
+  return [
+    ...primary.map((p) => ({
+      drop: `alter table chunk_terms drop constraint "${p.name}"`,
+      create: `alter table chunk_terms add constraint "${p.name}" ${p.def}`,
+    })),
+    ...others.map((i) => ({ drop: `drop index "${i.name}"`, create: i.def })),
+  ];
+}
+
+/** Chunks straight into the database in bulk, then the posting indexes and statistics. */
+async function load(collectionId: string, size: Size): Promise<number> {
+  const count = size === 'real' ? real.length : size;
+  const documentId = newId('doc');
+  await db.execute(sql.raw(`drop index if exists "chunks_hnsw_${collectionId}"`));
+  const indexes = await postingIndexes();
+  const t0 = performance.now();
+  let totalTerms = 0;
+  await db.transaction(async (tx) => {
+    // Bulk-load settings: the rows are consistent by construction, so foreign-key triggers are off.
+    await tx.execute(sql`set local session_replication_role = replica`);
+    for (const index of indexes) await tx.execute(sql.raw(index.drop));
+    await tx.execute(sql`
+      insert into documents (id, collection_id, name, content_type, format, size_bytes, sha256, original, status, chunk_count)
+      values (${documentId}, ${collectionId}, 'synthetic.txt', 'text/plain', 'txt', 0, ${documentId}, '\\x00'::bytea, 'processed', ${count})`);
+    const batch = 5_000;
+    for (let start = 0; start < count; start += batch) {
+      const n = Math.min(batch, count - start);
+      const vectors: string[] = [];
+      const contents: string[] = [];
+      const lengths: number[] = [];
+      const postings: { term: string; position: number; tf: number; length: number }[] = [];
+      for (let i = 0; i < n; i++) {
+        const vector = size === 'real' ? (real[start + i] as number[]) : syntheticVector();
+        vectors.push(`[${vector.map((x) => x.toFixed(6)).join(',')}]`);
+        const text = size === 'real' ? (abstracts[start + i] as string) : '';
+        const words = size === 'real' ? analyze(text) : Array.from({ length: 40 }, zipfWord);
+        const tf = new Map<string, number>();
+        for (const w of words) tf.set(w, (tf.get(w) ?? 0) + 1);
+        for (const [term, c] of tf) postings.push({ term, position: start + i, tf: c, length: words.length });
+        contents.push(size === 'real' ? text : words.join(' '));
+        lengths.push(words.length);
+        totalTerms += words.length;
+      }
+      const ids = await queryRows<{ id: number; position: number }>(
+        tx,
+        sql`insert into chunks (document_id, collection_id, position, start_char, end_char, token_count, term_count, content, model, embedding)
+            select ${documentId}, ${collectionId}, p, 0, 0, l, l, c, 'synthetic', v::vector
+            from unnest(${sql.param(Array.from({ length: n }, (_, i) => start + i))}::int[], ${sql.param(lengths)}::int[],
+                        ${sql.param(contents)}::text[], ${sql.param(vectors)}::text[]) as t(p, l, c, v)
+            returning id, position`,
+      );
+      const idOf = new Map(ids.map((r) => [r.position, r.id]));
+      await tx.execute(sql`
+        insert into chunk_terms (collection_id, term, chunk_id, tf, length)
+        select ${collectionId}, * from unnest(${sql.param(postings.map((p) => p.term))}::text[],
+          ${sql.param(postings.map((p) => idOf.get(p.position) as number))}::bigint[],
+          ${sql.param(postings.map((p) => p.tf))}::int[], ${sql.param(postings.map((p) => p.length))}::int[])`);
+    }
+    await tx.execute(sql`set local maintenance_work_mem = '2GB'`);
+    for (const index of indexes) await tx.execute(sql.raw(index.create));
+    await tx.execute(sql`
+      insert into term_stats (collection_id, term, df)
+      select collection_id, term, count(*)::int from chunk_terms where collection_id = ${collectionId} group by 1, 2`);
+    await tx.execute(
+      sql`update collection_stats set chunk_count = ${count}, total_terms = ${totalTerms} where collection_id = ${collectionId}`,
+    );
+  });
+  await db.execute(sql`vacuum analyze chunks`);
+  await db.execute(sql`vacuum analyze chunk_terms`);
   // Synthetic data must not repeat itself: HNSW stores identical vectors once, which would flatter it.
   const [distinct] = await queryRows<{ n: number }>(
-    server.database.db,
-    sql`select count(distinct content)::int as n from chunks where collection_id = ${collectionId}`,
+    db,
+    sql`select count(distinct embedding::text)::int as n from chunks where collection_id = ${collectionId}`,
   );
-  if ((distinct?.n ?? 0) < size * 0.999) throw new Error(`only ${distinct?.n} distinct chunks of ${size}`);
+  if ((distinct?.n ?? 0) < count * 0.999) throw new Error(`only ${distinct?.n} distinct vectors of ${count}`);
   return (performance.now() - t0) / 1000;
 }
 
@@ -129,9 +211,10 @@ const reuse = process.env.LATENCY_REUSE === '1';
 const rows: Record<string, unknown>[] = [];
 for (const size of sizes) {
   // LATENCY_REUSE=1 keeps a loaded collection between runs (load once, measure when the machine is quiet).
-  const name = reuse ? `latency_${size}` : `latency_${size}_${Date.now()}`;
+  const label = size === 'real' ? 'real' : `${distribution}_${size}`;
+  const name = reuse ? `latency_${label}` : `latency_${label}_${Date.now()}`;
   const existing = await api<{ id: string; chunk_count: number }>(server, 'GET', `/api/v1/rag/collections/${name}`);
-  const reused = reuse && existing.status === 200 && existing.body.chunk_count === size;
+  const reused = reuse && existing.status === 200 && existing.body.chunk_count === (size === 'real' ? real.length : size);
   if (existing.status === 200 && !reused) await api(server, 'DELETE', `/api/v1/rag/collections/${name}`);
   const collectionId = reused
     ? existing.body.id
@@ -143,7 +226,7 @@ for (const size of sizes) {
   for (const query of queryTexts.slice(0, recallQueries)) {
     const [vector] = (await resolved.model.embed([query], { asQuery: true })).vectors;
     const exact = await queryRows<{ content: string }>(
-      server.database.db,
+      db,
       sql.raw(
         `select content from chunks where collection_id = '${collectionId}' ` +
           `order by (embedding::vector(${DIM}) <=> '[${Array.from(vector as Float32Array).join(',')}]'::vector(${DIM})) + 0 limit 10`,
@@ -155,13 +238,13 @@ for (const size of sizes) {
   for (const hnsw of hnswVariants) {
     const b0 = performance.now();
     const [current] = await queryRows<{ options: string[] | null }>(
-      server.database.db,
+      db,
       sql.raw(`select reloptions as options from pg_class where oid = to_regclass('${indexName}')`),
     );
     const wanted = [`m=${hnsw.m}`, `ef_construction=${hnsw.efConstruction}`];
     const built = current?.options?.length === 2 && wanted.every((o) => current.options?.includes(o));
     if (!built)
-      await server.database.db.transaction(async (tx) => {
+      await db.transaction(async (tx) => {
         await tx.execute(sql.raw(`drop index if exists ${indexName}`));
         await tx.execute(sql.raw(`set local maintenance_work_mem = '${process.env.LATENCY_BUILD_MEMORY ?? '4GB'}'`));
         await tx.execute(sql.raw(`set local max_parallel_maintenance_workers = 1`));
@@ -172,10 +255,10 @@ for (const size of sizes) {
           ),
         );
       });
-    await server.database.db.execute(sql`analyze chunks`);
+    await db.execute(sql`analyze chunks`);
     const buildSeconds = built ? null : (performance.now() - b0) / 1000;
     const [indexSize] = await queryRows<{ bytes: string }>(
-      server.database.db,
+      db,
       sql.raw(`select pg_relation_size('${indexName}')::text as bytes`),
     );
 
@@ -201,6 +284,7 @@ for (const size of sizes) {
       }
       const row = {
         chunks: size,
+        data: size === 'real' ? 'real' : distribution,
         m: hnsw.m,
         ef_construction: hnsw.efConstruction,
         ef_search: efSearch,
