@@ -7,6 +7,12 @@ const bool = z
 
 const positiveInt = z.coerce.number().int().positive();
 
+/** Fusion weights when none are configured, chosen per method on SciFact (README, Retrieval). */
+const DEFAULT_FUSION_WEIGHTS = {
+  score: { dense: 0.625, keyword: 0.375 },
+  rrf: { dense: 1, keyword: 1 },
+} as const;
+
 /**
  * Every environment variable ragport reads, with its default. The README's configuration
  * table is checked against the keys of this object by a test, so the two cannot drift.
@@ -42,9 +48,10 @@ export const envSchema = z.object({
   HNSW_M: z.coerce.number().int().min(2).max(100).default(16),
   HNSW_EF_CONSTRUCTION: z.coerce.number().int().min(4).max(1000).default(128),
   HNSW_EF_SEARCH: z.coerce.number().int().min(10).max(1000).default(200),
+  RETRIEVAL_FUSION: z.enum(['score', 'rrf']).default('score'),
   RETRIEVAL_RRF_K: z.coerce.number().min(1).max(1000).default(60),
-  RETRIEVAL_DENSE_WEIGHT: z.coerce.number().min(0).max(10).default(1),
-  RETRIEVAL_KEYWORD_WEIGHT: z.coerce.number().min(0).max(10).default(1),
+  RETRIEVAL_DENSE_WEIGHT: z.coerce.number().min(0).max(10).optional(),
+  RETRIEVAL_KEYWORD_WEIGHT: z.coerce.number().min(0).max(10).optional(),
   BM25_K1: z.coerce.number().min(0).max(10).default(0.9),
   BM25_B: z.coerce.number().min(0).max(1).default(0.4),
   BM25_TERM_POSTINGS: z.coerce.number().int().min(0).default(2000),
@@ -110,6 +117,8 @@ export interface Config {
   parsing: ParsingConfig;
   hnsw: { m: number; efConstruction: number };
   retrieval: {
+    /** `score`: weighted sum of each leg's score over its best; `rrf`: reciprocal-rank fusion. */
+    fusion: 'score' | 'rrf';
     rrfK: number;
     weights: { dense: number; keyword: number };
     bm25: { k1: number; b: number; termPostings: number };
@@ -217,8 +226,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     parsing: { concurrency: e.PARSE_CONCURRENCY, timeoutMs: e.PARSE_TIMEOUT_MS, memoryMb: e.PARSE_MEMORY_MB },
     hnsw: { m: e.HNSW_M, efConstruction: e.HNSW_EF_CONSTRUCTION },
     retrieval: {
+      fusion: e.RETRIEVAL_FUSION,
       rrfK: e.RETRIEVAL_RRF_K,
-      weights: { dense: e.RETRIEVAL_DENSE_WEIGHT, keyword: e.RETRIEVAL_KEYWORD_WEIGHT },
+      // Defaults measured on SciFact (bench/retrieval/scifact.ts), per fusion method.
+      weights: {
+        dense: e.RETRIEVAL_DENSE_WEIGHT ?? DEFAULT_FUSION_WEIGHTS[e.RETRIEVAL_FUSION].dense,
+        keyword: e.RETRIEVAL_KEYWORD_WEIGHT ?? DEFAULT_FUSION_WEIGHTS[e.RETRIEVAL_FUSION].keyword,
+      },
       bm25: { k1: e.BM25_K1, b: e.BM25_B, termPostings: e.BM25_TERM_POSTINGS },
       exactBelow: e.RETRIEVAL_EXACT_BELOW,
       efSearch: e.HNSW_EF_SEARCH,

@@ -214,7 +214,8 @@ for (const size of sizes) {
   const label = size === 'real' ? 'real' : `${distribution}_${size}`;
   const name = reuse ? `latency_${label}` : `latency_${label}_${Date.now()}`;
   const existing = await api<{ id: string; chunk_count: number }>(server, 'GET', `/api/v1/rag/collections/${name}`);
-  const reused = reuse && existing.status === 200 && existing.body.chunk_count === (size === 'real' ? real.length : size);
+  const reused =
+    reuse && existing.status === 200 && existing.body.chunk_count === (size === 'real' ? real.length : size);
   if (existing.status === 200 && !reused) await api(server, 'DELETE', `/api/v1/rag/collections/${name}`);
   const collectionId = reused
     ? existing.body.id

@@ -18,6 +18,7 @@ export interface SearchQuery {
   filter: SQL | undefined;
   /** Exact nearest neighbours instead of the HNSW index (selective filters, small sets). */
   exact: boolean;
+  fusion: 'score' | 'rrf';
   rrfK: number;
   weights: { dense: number; keyword: number };
   efSearch: number;
@@ -61,7 +62,8 @@ export function createRetrievalRepository(db: Db) {
 
     /**
      * One statement: the dense leg (HNSW, or exact), the BM25 leg over the posting lists of the
-     * query's terms, reciprocal-rank fusion, then the cosine threshold and top_k.
+     * query's terms, exact BM25 for every candidate, fusion (weighted normalised scores, or
+     * reciprocal ranks), then the cosine threshold and top_k.
      */
     async search(q: SearchQuery): Promise<SearchHit[]> {
       if (!safeId.test(q.collectionId)) throw new Error(`unexpected collection id ${q.collectionId}`);
@@ -82,12 +84,15 @@ export function createRetrievalRepository(db: Db) {
         : sql`c.embedding::vector(${dim}) <=> (select v from qv)`;
 
       const dense = useDense
-        ? sql`select id, row_number() over (order by dist, id) as r from (
-                select c.id, ${distance} as dist from chunks c
-                where c.collection_id = ${col} ${inFilter}
-                order by ${distance} limit ${q.candidates}) x`
-        : sql`select null::bigint as id, null::bigint as r where false`;
+        ? sql`select c.id, ${distance} as dist from chunks c
+              where c.collection_id = ${col} ${inFilter}
+              order by ${distance} limit ${q.candidates}`
+        : sql`select null::bigint as id, null::float8 as dist where false`;
 
+      // BM25 of a posting, with the query term's weight (qt), document frequency (df) and the
+      // collection's statistics (st) in scope.
+      const bm25 = sql`qt.qtf * ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5))
+                       * p.tf * (${k1} + 1) / (p.tf + ${k1} * (1 - ${b} + ${b} * p.length / st.avgdl))`;
       // Each query term's postings, best first by impact, at most `termPostings` of them (0: all).
       // The filter applies inside the scan, so a selective filter still fills the list.
       const postings = sql`select chunk_id, tf, length from chunk_terms p
@@ -95,18 +100,31 @@ export function createRetrievalRepository(db: Db) {
               ${q.filter ? sql`and p.chunk_id in (select c.id from chunks c where c.collection_id = ${col} ${inFilter})` : sql``}
               ${q.termPostings > 0 ? sql`order by ${IMPACT} desc limit ${q.termPostings}` : sql``}`;
       const keyword = useKeyword
-        ? sql`select id, row_number() over (order by score desc, id) as r from (
-                select p.chunk_id as id,
-                       sum(qt.qtf * ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5))
-                           * p.tf * (${k1} + 1)
-                           / (p.tf + ${k1} * (1 - ${b} + ${b} * p.length / st.avgdl))) as score
-                from qt
-                join df on df.term = qt.term
-                cross join lateral (${postings}) p
-                cross join st
-                group by p.chunk_id
-                order by score desc, p.chunk_id limit ${q.candidates}) y`
-        : sql`select null::bigint as id, null::bigint as r where false`;
+        ? sql`select p.chunk_id as id, sum(${bm25}) as score
+              from qt join df on df.term = qt.term cross join lateral (${postings}) p cross join st
+              group by p.chunk_id
+              order by score desc, p.chunk_id limit ${q.candidates}`
+        : sql`select null::bigint as id, null::float8 as score where false`;
+      // Every candidate of either leg gets its exact BM25 from its own postings (primary-key
+      // lookups): the capped scan above picks candidates, but a candidate it cut from one term's
+      // list would otherwise be scored without that term.
+      const rescored = useKeyword
+        ? sql`select p.chunk_id as id, sum(${bm25}) as score
+              from qt join df on df.term = qt.term cross join st
+              join chunk_terms p on p.collection_id = ${col} and p.term = qt.term
+                and p.chunk_id = any(array(select id from dense union select id from keyword))
+              group by p.chunk_id`
+        : sql`select null::bigint as id, null::float8 as score where false`;
+
+      const wDense = sql`${q.mode === 'keyword' ? 0 : q.weights.dense}::float8`;
+      const wKeyword = sql`${q.mode === 'dense' ? 0 : q.weights.keyword}::float8`;
+      const fusion =
+        q.fusion === 'score'
+          ? // Each leg's score over the best among the candidates (cosine floored at 0), weighted.
+            sql`${wDense} * greatest(s.similarity, 0) / greatest(max(s.similarity) over (), 1e-9)
+                + ${wKeyword} * coalesce(s.bm25, 0) / greatest(max(s.bm25) over (), 1e-9)`
+          : sql`coalesce(${wDense} / (${q.rrfK}::float8 + s.dense_rank), 0)
+                + coalesce(${wKeyword} / (${q.rrfK}::float8 + s.keyword_rank), 0)`;
 
       const statement = sql`
         with qv as (select ${vec} as v),
@@ -121,17 +139,30 @@ export function createRetrievalRepository(db: Db) {
           where s.collection_id = ${col} and s.df > 0),
         dense as (${dense}),
         keyword as (${keyword}),
-        fused as (
+        rescored as (${rescored}),
+        candidates as (
           select coalesce(d.id, k.id) as id,
-                 coalesce(${q.weights.dense}::float8 / (${q.rrfK}::float8 + d.r), 0)
-                 + coalesce(${q.weights.keyword}::float8 / (${q.rrfK}::float8 + k.r), 0) as fused
-          from dense d full outer join keyword k on k.id = d.id)
+                 row_number() over (partition by d.id is null order by d.dist, d.id) as dense_rank,
+                 row_number() over (partition by k.id is null order by r.score desc, k.id) as keyword_rank,
+                 r.score as bm25, d.id is not null as in_dense, k.id is not null as in_keyword
+          from dense d full outer join keyword k on k.id = d.id
+          left join rescored r on r.id = coalesce(d.id, k.id)),
+        scored as (
+          select s.*, (1 - (c.embedding::vector(${dim}) <=> (select v from qv)))::float8 as similarity
+          from candidates s join chunks c on c.id = s.id),
+        fused as (
+          select s.id, s.similarity,
+                 ${fusion} as fused
+          from (select id, similarity, bm25,
+                       case when in_dense then dense_rank end as dense_rank,
+                       case when in_keyword then keyword_rank end as keyword_rank
+                from scored) s)
         select c.id as chunk_id, c.document_id, doc.name as document_name, doc.metadata, c.position, c.content,
-               (1 - (c.embedding::vector(${dim}) <=> (select v from qv)))::float8 as similarity, f.fused::float8 as fused
+               f.similarity, f.fused::float8 as fused
         from fused f
         join chunks c on c.id = f.id
         join documents doc on doc.id = c.document_id
-        where 1 - (c.embedding::vector(${dim}) <=> (select v from qv)) >= ${q.threshold}::float8
+        where f.similarity >= ${q.threshold}::float8
         order by f.fused desc, c.id
         limit ${q.topK}`;
 

@@ -7,6 +7,8 @@ import { compileFilters, type Filters } from './filters.ts';
 import type { RetrievalRepository, SearchMode } from './retrieval.repository.ts';
 
 export interface RetrievalSettings {
+  /** `score`: weighted sum of each leg's score over its best; `rrf`: reciprocal-rank fusion. */
+  fusion: 'score' | 'rrf';
   rrfK: number;
   weights: { dense: number; keyword: number };
   /** BM25 parameters; `termPostings` caps the postings read per query term (0: all). */
@@ -68,6 +70,7 @@ export function createRetrievalService({ repo, collections, embeddings, settings
         threshold: request.threshold,
         filter,
         exact,
+        fusion: settings.fusion,
         rrfK: settings.rrfK,
         weights: settings.weights,
         efSearch: Math.max(settings.efSearch, candidates),

@@ -312,4 +312,68 @@ describe('BM25 posting lists longer than BM25_TERM_POSTINGS', () => {
       await pruned.close();
     }
   }, 120_000);
+
+  it('hybrid score fusion gives every dense candidate its exact BM25, so the cap does not change it', async () => {
+    const parameters = { query: 'quokka on an island', collection: 'dense_terms', top_k: 8, similarity_threshold: -1 };
+    const full = await hits(parameters);
+    expect(full).toHaveLength(8);
+    const capped = await startTestApp({
+      database: t.database,
+      config: { retrieval: { ...t.config.retrieval, bm25: { ...t.config.retrieval.bm25, termPostings: 1 } } },
+    });
+    try {
+      const run = async (mode: string) => {
+        const r = await capped.request('/api/v1/agent/tool-calling', {
+          method: 'POST',
+          json: { tool_name: 'rag_search', parameters: { ...parameters, mode } },
+        });
+        return ((await r.json()) as { results: Hit[] }).results;
+      };
+      // The cap bites: the keyword leg alone now reaches one posting per query term.
+      expect((await run('keyword')).length).toBeLessThan(8);
+      // Every note is a dense candidate, so each gets its full BM25 back and the order is unchanged.
+      expect(names(await run('hybrid'))).toEqual(names(full));
+    } finally {
+      await capped.close();
+    }
+  }, 120_000);
+});
+
+describe('RETRIEVAL_FUSION=rrf', () => {
+  it('fuses the ranks of the two legs: weight / (k + rank), summed', async () => {
+    const rrf = await startTestApp({
+      database: t.database,
+      config: { retrieval: { ...t.config.retrieval, fusion: 'rrf', rrfK: 60, weights: { dense: 1, keyword: 1 } } },
+    });
+    try {
+      const run = async (mode: string) => {
+        const r = await rrf.request('/api/v1/agent/tool-calling', {
+          method: 'POST',
+          json: {
+            tool_name: 'rag_search',
+            parameters: {
+              query: 'order shipped to Rotterdam',
+              collection: 'kb',
+              top_k: 6,
+              similarity_threshold: -1,
+              mode,
+            },
+          },
+        });
+        expect(r.status).toBe(200);
+        return names(((await r.json()) as { results: Hit[] }).results);
+      };
+      const dense = await run('dense');
+      const keyword = await run('keyword');
+      expect(keyword.length).toBeGreaterThan(0);
+      expect(keyword.length).toBeLessThan(dense.length);
+      const fused = new Map<string, number>();
+      dense.forEach((n, i) => fused.set(n, (fused.get(n) ?? 0) + 1 / (60 + i + 1)));
+      keyword.forEach((n, i) => fused.set(n, (fused.get(n) ?? 0) + 1 / (60 + i + 1)));
+      const expected = [...fused].sort((a, b) => b[1] - a[1]).map(([n]) => n);
+      expect(await run('hybrid')).toEqual(expected);
+    } finally {
+      await rrf.close();
+    }
+  }, 120_000);
 });
