@@ -62,7 +62,7 @@ export async function startBenchServer(overrides: Partial<Config> = {}): Promise
 }
 
 export async function api<T>(
-  server: BenchServer,
+  server: Pick<BenchServer, 'url' | 'key'>,
   method: string,
   route: string,
   body?: unknown,

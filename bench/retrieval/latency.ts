@@ -31,6 +31,8 @@ import { queryRows } from '../../src/db/client.ts';
 import { newId } from '../../src/db/ids.ts';
 import { analyze } from '../../src/retrieval/analyzer.ts';
 import { gaussian, seededRandom } from '../../test/support/random.ts';
+import { randomBase62 } from '../../src/db/ids.ts';
+import { startServerProcess } from '../../test/support/processes.ts';
 import { api, percentile, saveResults, startBenchServer } from '../support.ts';
 
 type Size = number | 'real';
@@ -115,6 +117,28 @@ function syntheticVector(): number[] {
   for (let d = 0; d < DIM; d++)
     v[d] = (a[d] as number) + wb * (b[d] as number) + wc * (c[d] as number) + (0.1 * gauss()) / Math.sqrt(DIM);
   return unit(v);
+}
+
+/**
+ * The service measured is its own process (`node src/server.ts`, as deployed) on the same database,
+ * so the client's work and this script's data stay out of its event loop and heap.
+ */
+async function serverProcess(efSearch: number) {
+  const adminKey = `bench_${randomBase62(40)}`;
+  const child = await startServerProcess({
+    DATABASE_URL: server.config.databaseUrl as string,
+    RAGPORT_ADMIN_KEY: adminKey,
+    HNSW_EF_SEARCH: String(efSearch),
+    INGESTION_CONCURRENCY: '0',
+    LOG_LEVEL: 'warn',
+  });
+  const created = await api<{ key: string }>({ url: child.url, key: adminKey }, 'POST', '/api/v1/keys', {
+    name: 'latency',
+    scopes: ['admin'],
+    tier: 'enterprise',
+  });
+  if (created.status !== 201) throw new Error(JSON.stringify(created.body));
+  return { url: child.url, key: created.body.key, stop: () => child.stop() };
 }
 
 /** The chunk_terms indexes, dropped for a bulk load and rebuilt after it (sorting beats 35M inserts). */
@@ -264,14 +288,21 @@ for (const size of sizes) {
     );
 
     for (const efSearch of efSearchValues) {
-      server.config.retrieval.efSearch = efSearch;
+      const measured = await serverProcess(efSearch);
+      // Warm-up (JIT, model session, connection pool), not measured.
+      for (const query of queryTexts.slice(-20))
+        for (const mode of ['dense', 'hybrid'])
+          await api(measured, 'POST', '/api/v1/agent/tool-calling', {
+            tool_name: 'rag_search',
+            parameters: { query, collection: name, top_k: 10, similarity_threshold: -1, mode },
+          });
       const latencies: Record<'dense' | 'hybrid', number[]> = { dense: [], hybrid: [] };
       const recalls: number[] = [];
       for (let i = 0; i < queriesPerSize; i++) {
         const query = queryTexts[i % queryTexts.length] as string;
         for (const mode of ['dense', 'hybrid'] as const) {
           const start = performance.now();
-          const r = await api<{ results: { content: string }[] }>(server, 'POST', '/api/v1/agent/tool-calling', {
+          const r = await api<{ results: { content: string }[] }>(measured, 'POST', '/api/v1/agent/tool-calling', {
             tool_name: 'rag_search',
             parameters: { query, collection: name, top_k: 10, similarity_threshold: -1, mode },
           });
@@ -283,6 +314,7 @@ for (const size of sizes) {
           }
         }
       }
+      await measured.stop();
       const row = {
         chunks: size,
         data: size === 'real' ? 'real' : distribution,

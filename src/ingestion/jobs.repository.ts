@@ -15,6 +15,7 @@ export interface JobDocument {
   collectionId: string;
   format: string;
   original: Uint8Array;
+  metadata: Record<string, unknown> | null;
   embeddingProvider: string;
   embeddingModel: string;
 }
@@ -111,11 +112,12 @@ export function createJobsRepository(db: Db) {
         collection_id: string;
         format: string;
         original: Uint8Array;
+        metadata: Record<string, unknown> | null;
         embedding_provider: string;
         embedding_model_resolved: string;
       }>(
         db,
-        sql`select d.id, d.collection_id, d.format, d.original, c.embedding_provider, c.embedding_model_resolved
+        sql`select d.id, d.collection_id, d.format, d.original, d.metadata, c.embedding_provider, c.embedding_model_resolved
             from documents d join collections c on c.id = d.collection_id where d.id = ${documentId}`,
       );
       if (!row) return undefined;
@@ -124,6 +126,7 @@ export function createJobsRepository(db: Db) {
         collectionId: row.collection_id,
         format: row.format,
         original: row.original,
+        metadata: row.metadata,
         embeddingProvider: row.embedding_provider,
         embeddingModel: row.embedding_model_resolved,
       };

@@ -5,6 +5,7 @@ import type { EmbeddingRegistry } from '../embeddings/registry.ts';
 import type { Logger } from 'pino';
 import { termFrequencies } from '../retrieval/analyzer.ts';
 import { chunkText, type ChunkingOptions } from './chunker.ts';
+import { documentTitle, withTitle } from './title.ts';
 import type { ClaimedJob, JobsRepository } from './jobs.repository.ts';
 import { createParsePool } from './parse-pool.ts';
 import { ParseError, type DocumentFormat } from './parsers/index.ts';
@@ -96,18 +97,22 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
     const model = resolved.model;
     const parsed = await parser.parse(doc.original, doc.format as DocumentFormat, { maxChars: deps.maxChars }, signal);
     if (signal.aborted) throw new LeaseLost();
-    const maxTokens = Math.min(deps.chunking.maxTokens, model.maxTokens - 2);
     // PostgreSQL text cannot hold NUL; some PDF fonts map glyphs to it.
     const text = parsed.text.replaceAll('\u0000', '');
+    // Each chunk is embedded under the document's title, and the two must fit the model's window;
+    // a title that would leave a chunk less than half its budget is not used.
+    const budget = Math.min(deps.chunking.maxTokens, model.maxTokens - 2);
+    let title = documentTitle(doc.metadata, text);
+    const titleTokens = title === undefined ? 0 : ((await model.countTokens([title]))[0] ?? 0) + 2;
+    if (titleTokens > budget / 2) title = undefined;
+    const maxTokens = Math.min(budget, model.maxTokens - 2 - (title === undefined ? 0 : titleTokens));
     const chunks = await chunkText(text, model, { maxTokens, overlapTokens: deps.chunking.overlapTokens });
-    const { vectors } = await model.embed(
-      chunks.map((c) => c.content),
-      { priority: 'bulk', signal },
-    );
+    const seen = chunks.map((c) => withTitle(title, c.content));
+    const { vectors } = await model.embed(seen, { priority: 'bulk', signal });
     if (signal.aborted) throw new LeaseLost();
     const embedded = [];
     for (const [i, c] of chunks.entries()) {
-      const { tf, length } = termFrequencies(c.content);
+      const { tf, length } = termFrequencies(seen[i] as string);
       embedded.push({ ...c, embedding: vectors[i] as Float32Array, terms: tf, termCount: length });
       // A document of thousands of chunks must not hold the event loop while its terms are counted.
       if (i % 64 === 63) await yieldToLoop();

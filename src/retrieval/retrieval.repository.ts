@@ -105,15 +105,17 @@ export function createRetrievalRepository(db: Db) {
               group by p.chunk_id
               order by score desc, p.chunk_id limit ${q.candidates}`
         : sql`select null::bigint as id, null::float8 as score where false`;
-      // Every candidate of either leg gets its exact BM25 from its own postings (primary-key
-      // lookups): the capped scan above picks candidates, but a candidate it cut from one term's
-      // list would otherwise be scored without that term.
+      // Every candidate of either leg gets its exact BM25 from its own postings: the capped scan
+      // above picks candidates, but a candidate it cut from one term's list would otherwise be scored
+      // without that term. One primary-key probe per candidate and term; the lateral `limit 1` keeps
+      // the planner from reading whole posting lists instead (it cannot see how long they are).
       const rescored = useKeyword
-        ? sql`select p.chunk_id as id, sum(${bm25}) as score
-              from qt join df on df.term = qt.term cross join st
-              join chunk_terms p on p.collection_id = ${col} and p.term = qt.term
-                and p.chunk_id = any(array(select id from dense union select id from keyword))
-              group by p.chunk_id`
+        ? sql`select cand.id, sum(${bm25}) as score
+              from (select id from dense union select id from keyword) cand
+              cross join qt join df on df.term = qt.term cross join st
+              cross join lateral (select tf, length from chunk_terms p
+                where p.collection_id = ${col} and p.term = qt.term and p.chunk_id = cand.id limit 1) p
+              group by cand.id`
         : sql`select null::bigint as id, null::float8 as score where false`;
 
       const wDense = sql`${q.mode === 'keyword' ? 0 : q.weights.dense}::float8`;
