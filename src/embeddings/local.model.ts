@@ -94,6 +94,9 @@ function restoreSeparator(ids: Tensor, mask: Tensor, sepId: number | undefined):
  * A sentence-embedding model run in-process by ONNX Runtime. Inference runs on ORT's own threads,
  * one batch at a time (more would only oversubscribe the cores), fed by a priority batcher.
  */
+/** Batches up to this many token positions (padding included) run on the single-threaded session. */
+const SMALL_BATCH_TOKENS = 128;
+
 export async function loadLocalModel(options: LocalModelOptions): Promise<EmbeddingModel> {
   env.allowRemoteModels = options.modelsDir === undefined;
   env.allowLocalModels = options.modelsDir !== undefined;
@@ -103,13 +106,21 @@ export async function loadLocalModel(options: LocalModelOptions): Promise<Embedd
   const card = cards[options.id] ?? { pooling: 'mean', maxTokens: 256, queryPrefix: '' };
   let tokenizer: PreTrainedTokenizer;
   let model: PreTrainedModel;
-  try {
-    tokenizer = await AutoTokenizer.from_pretrained(options.id);
-    model = await AutoModel.from_pretrained(options.id, {
+  let small: PreTrainedModel;
+  const threads = options.threads ?? availableParallelism();
+  const session = (intraOpNumThreads: number) =>
+    AutoModel.from_pretrained(options.id, {
       dtype: options.dtype,
       device: 'cpu',
-      session_options: { intraOpNumThreads: options.threads ?? availableParallelism(), interOpNumThreads: 1 },
+      session_options: { intraOpNumThreads, interOpNumThreads: 1 },
     });
+  try {
+    tokenizer = await AutoTokenizer.from_pretrained(options.id);
+    model = await session(threads);
+    // A search query is a handful of tokens: splitting it across threads costs more in hand-offs
+    // than it saves (and competes with the database for the cores), so small batches get a
+    // single-threaded session of the same weights.
+    small = threads > 1 ? await session(1) : model;
   } catch (error) {
     const where = options.modelsDir === undefined ? 'the model hub' : `MODELS_DIR (${options.modelsDir})`;
     throw new ModelUnavailableError(
@@ -125,9 +136,9 @@ export async function loadLocalModel(options: LocalModelOptions): Promise<Embedd
   const runBatch = async (texts: string[]) => {
     const inputs = tokenizer(texts, { padding: true, truncation: true, max_length: card.maxTokens });
     restoreSeparator(inputs.input_ids, inputs.attention_mask, tokenizer.sep_token_id);
-    const output = (await model(inputs)) as { last_hidden_state: Tensor };
     const mask = inputs.attention_mask;
-    const [, seq = 0] = mask.dims;
+    const [batch = 0, seq = 0] = mask.dims;
+    const output = (await (batch * seq <= SMALL_BATCH_TOKENS ? small : model)(inputs)) as { last_hidden_state: Tensor };
     const maskData = mask.data as BigInt64Array;
     // Special tokens ([CLS], [SEP]) are not the caller's tokens.
     const tokenCounts = texts.map(

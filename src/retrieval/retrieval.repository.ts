@@ -107,14 +107,16 @@ export function createRetrievalRepository(db: Db) {
         : sql`select null::bigint as id, null::float8 as score where false`;
       // Every candidate of either leg gets its exact BM25 from its own postings: the capped scan
       // above picks candidates, but a candidate it cut from one term's list would otherwise be scored
-      // without that term. One primary-key probe per candidate and term; the lateral `limit 1` keeps
-      // the planner from reading whole posting lists instead (it cannot see how long they are).
+      // without that term. One primary-key probe per candidate and term; `offset 0` keeps the
+      // lateral from being flattened into a join that reads whole posting lists (the planner
+      // cannot see how long they are). No `limit 1`: it makes a filtered scan of the impact index
+      // look cheap (stop at the first match) when it reads the posting list until the chunk shows.
       const rescored = useKeyword
         ? sql`select cand.id, sum(${bm25}) as score
               from (select id from dense union select id from keyword) cand
               cross join qt join df on df.term = qt.term cross join st
               cross join lateral (select tf, length from chunk_terms p
-                where p.collection_id = ${col} and p.term = qt.term and p.chunk_id = cand.id limit 1) p
+                where p.collection_id = ${col} and p.term = qt.term and p.chunk_id = cand.id offset 0) p
               group by cand.id`
         : sql`select null::bigint as id, null::float8 as score where false`;
 
