@@ -1,5 +1,5 @@
 import { execSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
@@ -115,7 +115,9 @@ export function saveResults(name: string, data: unknown): string {
     // not a git checkout
   }
   const date = new Date().toISOString();
-  const file = path.join(dir, `${name}-${date.slice(0, 10)}-${commit}.json`);
+  // Never overwrite an earlier run of the same day and commit.
+  let file = path.join(dir, `${name}-${date.slice(0, 10)}-${commit}.json`);
+  for (let n = 2; existsSync(file); n++) file = path.join(dir, `${name}-${date.slice(0, 10)}-${commit}-${n}.json`);
   writeFileSync(
     file,
     JSON.stringify(
