@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows } from '../../src/db/client.ts';
@@ -375,5 +376,33 @@ describe('RETRIEVAL_FUSION=rrf', () => {
     } finally {
       await rrf.close();
     }
+  }, 120_000);
+});
+
+describe('chunk storage', () => {
+  it('a chunk of real length keeps its vector in the row, the text goes out of line first', async () => {
+    // A real abstract: text that compression alone does not fit into the row beside the vector.
+    const abstract = readFileSync(new URL('../../../shared/data/scifact/corpus.jsonl', import.meta.url), 'utf8')
+      .split('\n')
+      .map((l) => (l ? (JSON.parse(l) as { text: string }).text : ''))
+      .find((x) => x.length > 3_000) as string;
+    const text = abstract.slice(0, 3_000);
+    const id = await upload('kb', 'abstract.txt', text);
+    const [row] = await queryRows<{
+      vector_bytes: number;
+      text_bytes: number;
+      vector_toast: number | null;
+      text_toast: number | null;
+    }>(
+      t.database.db,
+      sql`select pg_column_size(c.embedding) as vector_bytes, octet_length(c.content) as text_bytes,
+                 pg_column_toast_chunk_id(c.embedding) as vector_toast, pg_column_toast_chunk_id(c.content) as text_toast
+          from chunks c where c.document_id = ${id} order by octet_length(c.content) desc limit 1`,
+    );
+    // Text and vector together pass the 2 kB TOAST threshold ...
+    expect((row?.text_bytes ?? 0) + (row?.vector_bytes ?? 0)).toBeGreaterThan(2_100);
+    // ... so one of them leaves the row: the text, not the vector (with `external` it was the vector).
+    expect(row?.vector_toast).toBeNull();
+    expect(row?.text_toast).not.toBeNull();
   }, 120_000);
 });
