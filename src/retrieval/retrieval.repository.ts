@@ -23,6 +23,16 @@ export interface SearchQuery {
   weights: { dense: number; keyword: number };
   efSearch: number;
   bm25: { k1: number; b: number };
+  /** The BM25 leg's candidates (from `keywordCandidates`), best first. */
+  keywordIds: readonly string[];
+}
+
+export interface KeywordQuery {
+  collectionId: string;
+  terms: { term: string; count: number }[];
+  filter: SQL | undefined;
+  candidates: number;
+  bm25: { k1: number; b: number };
   /** Postings read per query term, best first by impact; 0 reads every posting (exact BM25). */
   termPostings: number;
 }
@@ -48,6 +58,40 @@ const safeId = /^col_[A-Za-z0-9]+$/;
  */
 const IMPACT = sql.raw('(p.tf::float8 / (p.tf::float8 + 0.54::float8 + 0.0036::float8 * p.length::float8))');
 
+/**
+ * The query's terms (qt), the collection's statistics (st) and the terms' document frequencies
+ * (df), as CTEs, and BM25 of a posting `p` with them in scope (Lucene's IDF).
+ */
+function bm25Scope(col: SQL, terms: { term: string; count: number }[], bm25: { k1: number; b: number }) {
+  // Typed parameters: an untyped `$n + 1` would make PostgreSQL read 0.9 as an integer.
+  const k1 = sql`${bm25.k1}::float8`;
+  const b = sql`${bm25.b}::float8`;
+  return {
+    ctes: sql`qt (term, qtf) as (
+          select * from unnest(${sql.param(terms.map((t) => t.term))}::text[], ${sql.param(terms.map((t) => t.count))}::int[])),
+        st as (
+          select greatest(chunk_count, 1)::float8 as n,
+                 case when chunk_count > 0 then total_terms::float8 / chunk_count else 1 end as avgdl
+          from collection_stats where collection_id = ${col}),
+        df as (
+          select s.term, s.df::float8 as df from term_stats s join qt on qt.term = s.term
+          where s.collection_id = ${col} and s.df > 0)`,
+    score: sql`qt.qtf * ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5))
+               * p.tf * (${k1} + 1) / (p.tf + ${k1} * (1 - ${b} + ${b} * p.length / st.avgdl))`,
+  };
+}
+
+/** Restricts chunks `c` to documents matching the filter. */
+const filterClause = (col: SQL, filter: SQL | undefined) =>
+  filter
+    ? sql`and c.document_id in (select d.id from documents d where d.collection_id = ${col} and ${filter})`
+    : sql``;
+
+function collectionLiteral(collectionId: string): SQL {
+  if (!safeId.test(collectionId)) throw new Error(`unexpected collection id ${collectionId}`);
+  return sql.raw(`'${collectionId}'`);
+}
+
 export function createRetrievalRepository(db: Db) {
   return {
     /** Chunks of processed documents matching the filter: decides between exact and ANN search. */
@@ -61,23 +105,43 @@ export function createRetrievalRepository(db: Db) {
     },
 
     /**
-     * One statement: the dense leg (HNSW, or exact), the BM25 leg over the posting lists of the
-     * query's terms, exact BM25 for every candidate, fusion (weighted normalised scores, or
-     * reciprocal ranks), then the cosine threshold and top_k.
+     * The BM25 leg's candidates: each query term's postings read best first by impact, at most
+     * `termPostings` of them (0: all), summed per chunk. It needs no query vector, so it runs while
+     * the query is being embedded; `search` then scores every candidate exactly.
+     */
+    async keywordCandidates(q: KeywordQuery): Promise<string[]> {
+      if (q.terms.length === 0) return [];
+      const col = collectionLiteral(q.collectionId);
+      const { ctes, score } = bm25Scope(col, q.terms, q.bm25);
+      // The filter applies inside the scan, so a selective filter still fills the list.
+      const postings = sql`select chunk_id, tf, length from chunk_terms p
+              where p.collection_id = ${col} and p.term = qt.term
+              ${q.filter ? sql`and p.chunk_id in (select c.id from chunks c where c.collection_id = ${col} ${filterClause(col, q.filter)})` : sql``}
+              ${q.termPostings > 0 ? sql`order by ${IMPACT} desc limit ${q.termPostings}` : sql``}`;
+      const rows = await queryRows<{ id: string | number }>(
+        db,
+        sql`with ${ctes}
+            select p.chunk_id as id, sum(${score}) as score
+            from qt join df on df.term = qt.term cross join lateral (${postings}) p cross join st
+            group by p.chunk_id
+            order by score desc, p.chunk_id limit ${q.candidates}`,
+      );
+      return rows.map((r) => String(r.id));
+    },
+
+    /**
+     * One statement: the dense leg (HNSW, or exact) beside the BM25 leg's candidates, exact BM25
+     * for every candidate, fusion (weighted normalised scores, or reciprocal ranks), then the
+     * cosine threshold and top_k.
      */
     async search(q: SearchQuery): Promise<SearchHit[]> {
-      if (!safeId.test(q.collectionId)) throw new Error(`unexpected collection id ${q.collectionId}`);
-      const col = sql.raw(`'${q.collectionId}'`);
+      const col = collectionLiteral(q.collectionId);
       const dim = sql.raw(String(q.dimensions));
       const vec = sql`${`[${Array.from(q.vector).join(',')}]`}::vector(${dim})`;
-      const inFilter = q.filter
-        ? sql`and c.document_id in (select d.id from documents d where d.collection_id = ${col} and ${q.filter})`
-        : sql``;
-      // Typed parameters: an untyped `$n + 1` would make PostgreSQL read 0.9 as an integer.
-      const k1 = sql`${q.bm25.k1}::float8`;
-      const b = sql`${q.bm25.b}::float8`;
+      const inFilter = filterClause(col, q.filter);
+      const { ctes, score: bm25 } = bm25Scope(col, q.terms, q.bm25);
       const useDense = q.mode !== 'keyword';
-      const useKeyword = q.mode !== 'dense' && q.terms.length > 0;
+      const useKeyword = q.mode !== 'dense' && q.keywordIds.length > 0;
       // `+ 0` hides the ORDER BY from the HNSW index, forcing an exact scan of the filtered rows.
       const distance = q.exact
         ? sql`(c.embedding::vector(${dim}) <=> (select v from qv)) + 0`
@@ -89,22 +153,9 @@ export function createRetrievalRepository(db: Db) {
               order by ${distance} limit ${q.candidates}`
         : sql`select null::bigint as id, null::float8 as dist where false`;
 
-      // BM25 of a posting, with the query term's weight (qt), document frequency (df) and the
-      // collection's statistics (st) in scope.
-      const bm25 = sql`qt.qtf * ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5))
-                       * p.tf * (${k1} + 1) / (p.tf + ${k1} * (1 - ${b} + ${b} * p.length / st.avgdl))`;
-      // Each query term's postings, best first by impact, at most `termPostings` of them (0: all).
-      // The filter applies inside the scan, so a selective filter still fills the list.
-      const postings = sql`select chunk_id, tf, length from chunk_terms p
-              where p.collection_id = ${col} and p.term = qt.term
-              ${q.filter ? sql`and p.chunk_id in (select c.id from chunks c where c.collection_id = ${col} ${inFilter})` : sql``}
-              ${q.termPostings > 0 ? sql`order by ${IMPACT} desc limit ${q.termPostings}` : sql``}`;
       const keyword = useKeyword
-        ? sql`select p.chunk_id as id, sum(${bm25}) as score
-              from qt join df on df.term = qt.term cross join lateral (${postings}) p cross join st
-              group by p.chunk_id
-              order by score desc, p.chunk_id limit ${q.candidates}`
-        : sql`select null::bigint as id, null::float8 as score where false`;
+        ? sql`select id from unnest(${sql.param(q.keywordIds)}::bigint[]) as k(id)`
+        : sql`select null::bigint as id where false`;
       // Every candidate of either leg gets its exact BM25 from its own postings: the capped scan
       // above picks candidates, but a candidate it cut from one term's list would otherwise be scored
       // without that term. One primary-key probe per candidate and term; `offset 0` keeps the
@@ -132,22 +183,14 @@ export function createRetrievalRepository(db: Db) {
 
       const statement = sql`
         with qv as (select ${vec} as v),
-        qt (term, qtf) as (
-          select * from unnest(${sql.param(q.terms.map((t) => t.term))}::text[], ${sql.param(q.terms.map((t) => t.count))}::int[])),
-        st as (
-          select greatest(chunk_count, 1)::float8 as n,
-                 case when chunk_count > 0 then total_terms::float8 / chunk_count else 1 end as avgdl
-          from collection_stats where collection_id = ${col}),
-        df as (
-          select s.term, s.df::float8 as df from term_stats s join qt on qt.term = s.term
-          where s.collection_id = ${col} and s.df > 0),
+        ${ctes},
         dense as (${dense}),
         keyword as (${keyword}),
         rescored as (${rescored}),
         candidates as (
           select coalesce(d.id, k.id) as id,
                  row_number() over (partition by d.id is null order by d.dist, d.id) as dense_rank,
-                 row_number() over (partition by k.id is null order by r.score desc, k.id) as keyword_rank,
+                 row_number() over (partition by k.id is null order by r.score desc nulls last, k.id) as keyword_rank,
                  r.score as bm25, d.id is not null as in_dense, k.id is not null as in_keyword
           from dense d full outer join keyword k on k.id = d.id
           left join rescored r on r.id = coalesce(d.id, k.id)),

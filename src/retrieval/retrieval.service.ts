@@ -49,21 +49,36 @@ export function createRetrievalService({ repo, collections, embeddings, settings
       const filter = compileFilters(request.filters);
       const resolved = embeddings.byResolvedName(collection.embeddingProvider, collection.embeddingModelResolved);
       if (!resolved.ok) throw new AppError({ code: 'service_unavailable', message: resolved.message });
-      // Queries are embedded with the collection's own model: vector spaces are never mixed.
-      const { vectors } = await resolved.model.embed([request.query], {
-        priority: 'interactive',
-        asQuery: true,
-        ...(signal ? { signal } : {}),
-      });
       const counts = new Map<string, number>();
       for (const term of analyze(request.query)) counts.set(term, (counts.get(term) ?? 0) + 1);
-      const exact = filter !== undefined && (await repo.countMatching(collection.id, filter)) <= settings.exactBelow;
+      const terms = [...counts].map(([term, count]) => ({ term, count }));
       const candidates = Math.max(request.topK * 4, 100);
+      const bm25 = { k1: settings.bm25.k1, b: settings.bm25.b };
+      // The BM25 leg needs no vector: it runs on its own connection while the query is embedded
+      // (with the collection's own model: vector spaces are never mixed).
+      const [keywordIds, { vectors }, exact] = await Promise.all([
+        request.mode === 'dense'
+          ? []
+          : repo.keywordCandidates({
+              collectionId: collection.id,
+              terms,
+              filter,
+              candidates,
+              bm25,
+              termPostings: settings.bm25.termPostings,
+            }),
+        resolved.model.embed([request.query], {
+          priority: 'interactive',
+          asQuery: true,
+          ...(signal ? { signal } : {}),
+        }),
+        filter !== undefined && repo.countMatching(collection.id, filter).then((n) => n <= settings.exactBelow),
+      ]);
       const hits = await repo.search({
         collectionId: collection.id,
         dimensions: collection.dimensions,
         vector: vectors[0] as Float32Array,
-        terms: [...counts].map(([term, count]) => ({ term, count })),
+        terms,
         mode: request.mode,
         candidates,
         topK: request.topK,
@@ -74,8 +89,8 @@ export function createRetrievalService({ repo, collections, embeddings, settings
         rrfK: settings.rrfK,
         weights: settings.weights,
         efSearch: Math.max(settings.efSearch, candidates),
-        bm25: { k1: settings.bm25.k1, b: settings.bm25.b },
-        termPostings: settings.bm25.termPostings,
+        bm25,
+        keywordIds,
       });
       return hits.map((h) => {
         const meta = h.metadata ?? {};
