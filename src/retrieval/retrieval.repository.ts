@@ -157,17 +157,15 @@ export function createRetrievalRepository(db: Db) {
         ? sql`select id from unnest(${sql.param(q.keywordIds)}::bigint[]) as k(id)`
         : sql`select null::bigint as id where false`;
       // Every candidate of either leg gets its exact BM25 from its own postings: the capped scan
-      // above picks candidates, but a candidate it cut from one term's list would otherwise be scored
-      // without that term. One primary-key probe per candidate and term; `offset 0` keeps the
-      // lateral from being flattened into a join that reads whole posting lists (the planner
-      // cannot see how long they are). No `limit 1`: it makes a filtered scan of the impact index
-      // look cheap (stop at the first match) when it reads the posting list until the chunk shows.
+      // picked candidates, but a candidate it cut from one term's list would otherwise be scored
+      // without that term. A candidate's postings are read by chunk id (an index-only scan of a few
+      // contiguous entries) and matched to the query's terms; `offset 0` keeps the planner from
+      // probing the term-ordered indexes instead, whose posting lists it cannot see the length of.
       const rescored = useKeyword
         ? sql`select cand.id, sum(${bm25}) as score
               from (select id from dense union select id from keyword) cand
-              cross join qt join df on df.term = qt.term cross join st
-              cross join lateral (select tf, length from chunk_terms p
-                where p.collection_id = ${col} and p.term = qt.term and p.chunk_id = cand.id offset 0) p
+              cross join lateral (select term, tf, length from chunk_terms p where p.chunk_id = cand.id offset 0) p
+              join qt on qt.term = p.term join df on df.term = qt.term cross join st
               group by cand.id`
         : sql`select null::bigint as id, null::float8 as score where false`;
 
