@@ -164,7 +164,10 @@ describe.skipIf(!serverUrl)(
       };
       const [fromA, fromB] = await Promise.all([search(a), search(b)]);
       expect(fromA).toHaveLength(3);
-      expect(fromA[0]?.content).toContain('job leases');
+      // Every chunk is indexed under its document's first line, so the best hit may be any chunk
+      // of a document about job leases (documents 3, 8, 13, 18), not only the one holding the line.
+      const aboutJobLeases = documentIds.filter((_, i) => i % 5 === 3);
+      expect(aboutJobLeases).toContain(fromA[0]?.document_id);
       expect(fromB.map((h) => h.document_id)).toEqual(fromA.map((h) => h.document_id));
 
       for (const api of [a, b]) {
