@@ -1,6 +1,7 @@
 import { buildApp } from './app.ts';
 import { ConfigError, loadConfig } from './config.ts';
 import { openConfiguredDatabase } from './db/client.ts';
+import { DataDirLockedError } from './db/data-dir-lock.ts';
 import { loadEmbeddings } from './embeddings/load.ts';
 import { createLogger } from './logging.ts';
 import { startMetricsServer } from './metrics/scrape.ts';
@@ -64,6 +65,8 @@ async function main(): Promise<void> {
 main().catch((error: unknown) => {
   if (error instanceof ConfigError) {
     process.stderr.write(`${error.message}\n`);
+  } else if (error instanceof DataDirLockedError) {
+    process.stderr.write(`ragport failed to start: ${error.message}\n`);
   } else {
     process.stderr.write(
       `ragport failed to start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,

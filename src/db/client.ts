@@ -10,6 +10,7 @@ import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import pg from 'pg';
+import { lockDataDir } from './data-dir-lock.ts';
 import * as schema from './schema/index.ts';
 
 export type Schema = typeof schema;
@@ -129,7 +130,21 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
       ...(options.onPoolError ? { onPoolError: options.onPoolError } : {}),
     });
   }
-  return openPglite(path.join(options.dataDir, 'pg'));
+  // One process owns the embedded database: a second opener is refused before it reads a byte.
+  const lock = lockDataDir(options.dataDir);
+  try {
+    const database = await openPglite(path.join(options.dataDir, 'pg'));
+    const close = database.close.bind(database);
+    return Object.assign(database, {
+      close: async () => {
+        await close();
+        lock.release();
+      },
+    });
+  } catch (error) {
+    lock.release();
+    throw error;
+  }
 }
 
 /** The database as configured, with idle-connection failures logged instead of crashing. */

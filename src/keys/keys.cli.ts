@@ -15,8 +15,9 @@ const usage = `Usage:
   npm run keys -- revoke KEY_ID
   npm run keys -- rotate KEY_ID
 
-Uses DATABASE_URL, or the embedded database under DATA_DIR (stop the server first: the embedded
-database admits one process at a time).`;
+Uses DATABASE_URL, or the embedded database under DATA_DIR. The embedded database admits one
+process at a time: while a server runs on DATA_DIR this command is refused (use the server's
+/api/v1/keys with an admin key, or stop it first).`;
 
 async function main(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
