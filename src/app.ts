@@ -13,6 +13,8 @@ import { frameworkErrorHandler, installErrorHandling } from './http/error-handle
 import { installJsonParser } from './http/json-body.ts';
 import { registerDocs, registerRouteRules } from './http/openapi.ts';
 import type { RouteEntry } from './http/route-config.ts';
+import { createAuthCache } from './keys/auth-cache.ts';
+import { startKeyChanges, type KeyChanges } from './keys/key-changes.ts';
 import { createKeysRepository } from './keys/keys.repository.ts';
 import { keysRoutes } from './keys/keys.routes.ts';
 import { createKeysService, type Clock } from './keys/keys.service.ts';
@@ -142,11 +144,28 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     );
   });
 
+  // The embedded database has one writer, this process, which drops a changed key itself. On a
+  // server, other instances write too: their changes arrive through LISTEN, and while that
+  // connection is down the cache is bypassed (every request reads its key).
+  let keyChanges: KeyChanges | undefined;
+  const authCache = createAuthCache({
+    ttlMs: config.authCacheTtlMs,
+    clock,
+    usable: () => database.kind === 'pglite' || keyChanges?.live === true,
+  });
+  if (database.kind === 'postgres' && config.databaseUrl !== undefined && config.authCacheTtlMs > 0) {
+    keyChanges = await startKeyChanges({ url: config.databaseUrl, cache: authCache, logger });
+  }
+  server.addHook('onClose', async () => {
+    await keyChanges?.close();
+  });
   const keys = createKeysService({
     repo: createKeysRepository(database.db),
     limiter,
     clock,
     adminKey: config.adminKey,
+    cache: authCache,
+    ...(keyChanges ? { changes: keyChanges } : {}),
   });
   installAuth(server, { keys, limiter, clock, unauthenticatedPerMinute: config.unauthenticatedPerMinute });
 

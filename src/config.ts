@@ -29,6 +29,7 @@ export const envSchema = z.object({
   TRUST_PROXY: bool.default(false),
   BODY_LIMIT_BYTES: positiveInt.default(10 * 1024 * 1024),
   RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: positiveInt.default(60),
+  AUTH_CACHE_TTL_MS: z.coerce.number().int().min(0).max(3_600_000).default(30_000),
   RATE_LIMIT_REDIS_FAILURE: z.enum(['local', 'closed']).default('local'),
   SHUTDOWN_TIMEOUT_MS: positiveInt.default(10_000),
   METRICS_TOKEN: z.string().min(16, 'METRICS_TOKEN must be at least 16 characters').optional(),
@@ -102,6 +103,11 @@ export interface Config {
   trustProxy: boolean;
   bodyLimitBytes: number;
   unauthenticatedPerMinute: number;
+  /**
+   * Longest an API key is served from memory without a database read. Changes made through
+   * ragport apply at once regardless; this bounds only edits made to the table by hand.
+   */
+  authCacheTtlMs: number;
   redisFailureMode: Env['RATE_LIMIT_REDIS_FAILURE'];
   shutdownTimeoutMs: number;
   /** Prometheus scrape: off without a token; on its own port (with /healthz) when `port` is set. */
@@ -212,6 +218,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustProxy: e.TRUST_PROXY,
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
     unauthenticatedPerMinute: e.RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE,
+    authCacheTtlMs: e.AUTH_CACHE_TTL_MS,
     redisFailureMode: e.RATE_LIMIT_REDIS_FAILURE,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     metrics: { token: e.METRICS_TOKEN, port: e.METRICS_PORT },

@@ -28,8 +28,21 @@ export interface UsageRow {
   completionTokens: number;
 }
 
+/** Every change to a key is announced here (payload: the key id), in the transaction that makes it. */
+export const KEY_CHANGES_CHANNEL = 'ragport_api_keys';
+
 export function createKeysRepository(db: Db) {
   const live = (id: string) => and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt));
+  /**
+   * Runs a write of one key and announces it on commit, so that other instances drop what they
+   * remember of the key before anyone can learn of the change from this one.
+   */
+  const announced = <T>(id: string, write: (tx: Db) => Promise<T>): Promise<T> =>
+    db.transaction(async (tx) => {
+      const result = await write(tx);
+      await tx.execute(sql`select pg_notify(${KEY_CHANGES_CHANNEL}, ${id})`);
+      return result;
+    });
   // Every authenticated request runs this one: built once, and prepared once per connection.
   const byHash = db
     .select()
@@ -61,30 +74,36 @@ export function createKeysRepository(db: Db) {
     },
 
     async update(id: string, patch: KeyPatch): Promise<ApiKeyRow | undefined> {
-      const [row] = await db
-        .update(apiKeys)
-        .set({ ...patch, updatedAt: sql`now()` })
-        .where(live(id))
-        .returning();
+      const [row] = await announced(id, (tx) =>
+        tx
+          .update(apiKeys)
+          .set({ ...patch, updatedAt: sql`now()` })
+          .where(live(id))
+          .returning(),
+      );
       return row;
     },
 
     async replaceSecret(id: string, secretHash: string, prefix: string): Promise<ApiKeyRow | undefined> {
-      const [row] = await db
-        .update(apiKeys)
-        .set({ secretHash, prefix, updatedAt: sql`now()` })
-        .where(live(id))
-        .returning();
+      const [row] = await announced(id, (tx) =>
+        tx
+          .update(apiKeys)
+          .set({ secretHash, prefix, updatedAt: sql`now()` })
+          .where(live(id))
+          .returning(),
+      );
       return row;
     },
 
     /** Revocation keeps the row (usage history stays attributable) and stops the key at once. */
     async revoke(id: string): Promise<boolean> {
-      const rows = await db
-        .update(apiKeys)
-        .set({ revokedAt: sql`now()`, updatedAt: sql`now()` })
-        .where(live(id))
-        .returning({ id: apiKeys.id });
+      const rows = await announced(id, (tx) =>
+        tx
+          .update(apiKeys)
+          .set({ revokedAt: sql`now()`, updatedAt: sql`now()` })
+          .where(live(id))
+          .returning({ id: apiKeys.id }),
+      );
       return rows.length > 0;
     },
 

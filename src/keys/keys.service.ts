@@ -3,6 +3,8 @@ import { newId } from '../db/ids.ts';
 import { invalid, notFound } from '../http/errors.ts';
 import { keySubject, windowsFor } from '../ratelimit/policy.ts';
 import type { RateLimitStore } from '../ratelimit/ratelimit.ts';
+import { createAuthCache, type AuthCache } from './auth-cache.ts';
+import type { KeyChanges } from './key-changes.ts';
 import type { KeyPatch, KeysRepository } from './keys.repository.ts';
 import type { CreateKeyBody, KeyRecord, KeyUsage, UpdateKeyBody } from './keys.schemas.ts';
 import { tierLimits, type Principal, type Scope, type Tier, type WindowLimits } from './principal.ts';
@@ -20,6 +22,10 @@ export interface KeysServiceDeps {
   limiter: RateLimitStore;
   clock: Clock;
   adminKey: string | undefined;
+  /** Keys remembered between requests; without one, every request reads its key. */
+  cache?: AuthCache;
+  /** On a server: a change is answered once every instance has dropped the key. */
+  changes?: Pick<KeyChanges, 'expect'>;
 }
 
 function limitsOf(row: Pick<ApiKeyRow, 'tier' | 'rateLimits'>): WindowLimits {
@@ -80,7 +86,32 @@ export function toRecord(row: ApiKeyRow): KeyRecord {
 
 const isoDay = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
 
-export function createKeysService({ repo, limiter, clock, adminKey }: KeysServiceDeps) {
+const noCache = (clock: Clock) => createAuthCache({ ttlMs: 0, clock, usable: () => false });
+
+export function createKeysService({
+  repo,
+  limiter,
+  clock,
+  adminKey,
+  cache = noCache(clock),
+  changes,
+}: KeysServiceDeps) {
+  /** Runs a write of one key, forgets the key here, and waits until the other instances have too. */
+  const changing = async <T>(id: string, write: () => Promise<T>): Promise<T> => {
+    const pending = changes?.expect(id);
+    let result: T;
+    try {
+      result = await write();
+    } catch (error) {
+      pending?.cancel();
+      throw error;
+    } finally {
+      cache.invalidate(id);
+    }
+    await pending?.acknowledged();
+    return result;
+  };
+
   const expiryFrom = (value: string | null | undefined): Date | null | undefined => {
     if (value === undefined || value === null) return value;
     const date = new Date(value);
@@ -107,11 +138,16 @@ export function createKeysService({ repo, limiter, clock, adminKey }: KeysServic
         return { ok: true, principal: bootstrapPrincipal };
       }
       if (!isWellFormedKey(secret)) return { ok: false, reason: 'malformed' };
-      const row = await repo.findByHash(hashSecret(secret));
-      if (!row) return { ok: false, reason: 'unknown' };
+      const secretHash = hashSecret(secret);
+      const key = await cache.lookup(secretHash, async () => {
+        const row = await repo.findByHash(secretHash);
+        return row && { row, principal: principalOf(row) };
+      });
+      if (!key) return { ok: false, reason: 'unknown' };
+      const { row } = key;
       if (row.revokedAt !== null) return { ok: false, reason: 'revoked' };
       if (row.expiresAt !== null && row.expiresAt.getTime() <= clock()) return { ok: false, reason: 'expired' };
-      return { ok: true, principal: principalOf(row) };
+      return { ok: true, principal: key.principal };
     },
 
     async create(input: CreateKeyBody): Promise<KeyRecord & { key: string }> {
@@ -155,18 +191,19 @@ export function createKeysService({ repo, limiter, clock, adminKey }: KeysServic
       if (input.quota !== undefined) patch.quota = input.quota;
       const expiresAt = expiryFrom(input.expires_at);
       if (expiresAt !== undefined) patch.expiresAt = expiresAt;
-      const row = await repo.update(id, patch);
+      const row = await changing(id, () => repo.update(id, patch));
       if (!row) throw notFound('API key not found');
       return toRecord(row);
     },
 
     async revoke(id: string): Promise<void> {
-      if (!(await repo.revoke(id))) throw notFound('API key not found');
+      const revoked = await changing(id, () => repo.revoke(id));
+      if (!revoked) throw notFound('API key not found');
     },
 
     async rotate(id: string): Promise<KeyRecord & { key: string }> {
       const secret = generateSecret();
-      const row = await repo.replaceSecret(id, hashSecret(secret), visiblePrefix(secret));
+      const row = await changing(id, () => repo.replaceSecret(id, hashSecret(secret), visiblePrefix(secret)));
       if (!row) throw notFound('API key not found');
       return { ...toRecord(row), key: secret };
     },
