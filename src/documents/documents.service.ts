@@ -3,7 +3,7 @@ import { isUniqueViolation } from '../db/errors.ts';
 import { newId } from '../db/ids.ts';
 import type { CollectionsService } from '../collections/collections.service.ts';
 import { AppError, notFound } from '../http/errors.ts';
-import { classifyUpload, sniffBytes } from '../ingestion/parsers/index.ts';
+import { classifyUpload, contentTypeOf, sniffBytes } from '../ingestion/parsers/index.ts';
 import { canUseCollection, type Principal } from '../keys/principal.ts';
 import type { DocumentSummary, DocumentsRepository } from './documents.repository.ts';
 import type { DocumentRecord } from './documents.schemas.ts';
@@ -73,7 +73,7 @@ export function createDocumentsService({ repo, collections, onQueued }: Document
             name: upload.name,
             description: upload.description ?? null,
             metadata: upload.metadata ?? null,
-            contentType: upload.contentType ?? 'application/octet-stream',
+            contentType: contentTypeOf(upload.contentType, format),
             format,
             sizeBytes: upload.bytes.length,
             sha256,

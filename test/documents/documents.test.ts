@@ -107,6 +107,25 @@ describe('document rules', () => {
     }
   });
 
+  it('text files get a real content type, whether sent as octet-stream, unlabelled or as JSON with a name', async () => {
+    const unique = () => `# Notes ${Math.random()}\n\nSome text.`;
+    const stored = async (response: Response) => {
+      expect(response.status).toBe(202);
+      return ((await response.json()) as { content_type: string }).content_type;
+    };
+    const bytes = () => new TextEncoder().encode(unique());
+    // curl -F file=@notes.md sends application/octet-stream.
+    expect(await stored(await uploadFile(t, 'docs', 'notes.md', bytes()))).toBe('text/markdown');
+    expect(await stored(await uploadFile(t, 'docs', 'notes.txt', bytes()))).toBe('text/plain');
+    expect(await stored(await uploadFile(t, 'docs', 'notes.md', bytes(), { type: 'text/x-markdown' }))).toBe(
+      'text/x-markdown',
+    );
+    const json = (name: string) =>
+      t.request('/api/v1/rag/collections/docs/documents', { method: 'POST', json: { name, content: unique() } });
+    expect(await stored(await json('readme.md'))).toBe('text/markdown');
+    expect(await stored(await json('plain.txt'))).toBe('text/plain');
+  });
+
   it('a byte-identical re-upload is a 409 naming the existing document', async () => {
     const content = `Unique content ${Math.random()}`;
     const first = await t.request('/api/v1/rag/collections/docs/documents', {

@@ -202,6 +202,29 @@ export function classifyUpload(fileName: string, contentType: string | undefined
   return { ok: false, message: `Unsupported file type ${quoted}: ${supported}` };
 }
 
+/** The content type recorded for a format when the upload named none of its own. */
+const contentTypeOfFormat: Record<DocumentFormat, string> = {
+  txt: 'text/plain',
+  md: 'text/markdown',
+  html: 'text/html',
+  pdf: 'application/pdf',
+  docx: 'application/vnd.openxmlformats-officedocument.wordprocessingml.document',
+  csv: 'text/csv',
+  json: 'application/json',
+  jsonl: 'application/jsonl',
+  code: 'text/plain',
+};
+
+/**
+ * The content type to record: the declared one when it says something (curl and many clients
+ * label every file `application/octet-stream`), otherwise the one of the detected format.
+ */
+export function contentTypeOf(declared: string | undefined, format: DocumentFormat): string {
+  const type = declared?.split(';')[0]?.trim().toLowerCase();
+  if (type === undefined || type === '' || type === 'application/octet-stream') return contentTypeOfFormat[format];
+  return declared as string;
+}
+
 /** The format of an upload, or undefined when it is unsupported or mismatched (see classifyUpload). */
 export function detectFormat(
   fileName: string,

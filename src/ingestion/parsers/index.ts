@@ -11,7 +11,7 @@ import { parsePdf } from './pdf.ts';
 import { parseLayoutText, parsePlainText } from './text.ts';
 import type { DocumentFormat, ParsedDocument, ParseLimits } from './types.ts';
 
-export { classifyUpload, detectFormat, sniffBytes } from './detect.ts';
+export { classifyUpload, contentTypeOf, detectFormat, sniffBytes } from './detect.ts';
 export { ParseError } from './errors.ts';
 export type { DocumentFormat, ParsedDocument, ParseLimits } from './types.ts';
 
