@@ -219,6 +219,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
           chunking: config.chunking,
           parsing: config.parsing,
           leaseMs: config.ingestionLeaseMs,
+          embedBatch: config.ingestionEmbedBatch,
           logger,
           concurrency: config.ingestionConcurrency,
           metrics: metrics.ingestion,

@@ -31,6 +31,7 @@ async function main(): Promise<void> {
     chunking: config.chunking,
     parsing: config.parsing,
     leaseMs: config.ingestionLeaseMs,
+    embedBatch: config.ingestionEmbedBatch,
     logger,
     concurrency: Math.max(1, config.ingestionConcurrency),
     metrics: metrics.ingestion,
