@@ -10,6 +10,7 @@ import { chunkText, type ChunkingOptions } from './chunker.ts';
 import { documentTitle, withTitle } from './title.ts';
 import type { ClaimedJob, JobsRepository } from './jobs.repository.ts';
 import { createParsePool } from './parse-pool.ts';
+import type { OcrSettings } from './parsers/ocr.ts';
 import { ParseError, type DocumentFormat } from './parsers/index.ts';
 
 /** How a claimed job ended in this worker. */
@@ -26,6 +27,8 @@ export interface IngestionWorkerDeps {
   chunking: ChunkingOptions;
   /** Parser processes: how many (at most `concurrency`), and each one's time and memory limits. */
   parsing: ParsingConfig;
+  /** OCR of scanned PDF pages (from probeOcr); absent: off. */
+  ocr?: OcrSettings;
   logger: Logger;
   /** Jobs processed at once by this worker. */
   concurrency: number;
@@ -75,6 +78,7 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
     ...deps.parsing,
     concurrency: Math.min(deps.parsing.concurrency, Math.max(1, deps.concurrency)),
     logger: log,
+    ocr: deps.ocr,
   });
   let running = false;
   const slots: Promise<void>[] = [];
