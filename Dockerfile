@@ -15,8 +15,11 @@ ENV PORT=8080 \
 WORKDIR /app
 # The code_execution sandbox: bubblewrap, setpriv/prlimit, libseccomp (its filter is compiled at
 # start-up) and Debian's python3 under /usr. See docs/sandbox.md for the container's options.
+# Tesseract with English data reads scanned PDF pages (docs/ingestion.md; more languages:
+# tesseract-ocr-<lang> packages and OCR_LANGUAGES).
 RUN apt-get update \
   && apt-get install -y --no-install-recommends bubblewrap util-linux gcc libc6-dev libseccomp-dev python3-minimal \
+     tesseract-ocr tesseract-ocr-eng \
   && rm -rf /var/lib/apt/lists/*
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json ./

@@ -30,6 +30,7 @@ import { embeddingsRoutes } from './embeddings/embeddings.routes.ts';
 import { createEmbeddingsService } from './embeddings/embeddings.service.ts';
 import type { EmbeddingRegistry } from './embeddings/registry.ts';
 import { createJobsRepository } from './ingestion/jobs.repository.ts';
+import { probeOcr } from './ingestion/ocr.ts';
 import { createIngestionWorker, type IngestionWorker } from './ingestion/worker.ts';
 import { countEmbeddings } from './metrics/embeddings.ts';
 import { createMetrics, type Metrics } from './metrics/metrics.ts';
@@ -195,6 +196,9 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await registerDocs(server, version);
   // Starts probing the Python sandbox now, so start-up logs and /readyz say whether it works.
   const codeExecution = createCodeExecution({ config: config.codeExecution, dataDir: config.dataDir, logger });
+  // OCR of scanned PDF pages is on when Tesseract is installed; said at start-up and on /readyz.
+  const ocr = await probeOcr(config.parsing.ocr, config.parsing.memoryMb);
+  if (config.ingestionConcurrency > 0) (ocr.ok ? logger.info : logger.warn).call(logger, `ocr: ${ocr.detail}`);
   await server.register(
     healthRoutes(
       [
@@ -220,6 +224,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
           check: async () => limiter.health(),
         },
         codeExecution.readiness,
+        { name: 'ocr', critical: false, check: async () => ({ ok: ocr.ok, detail: ocr.detail }) },
       ],
       () => shuttingDown,
     ),
@@ -238,6 +243,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
           chunking: config.chunking,
           parsing: config.parsing,
           leaseMs: config.ingestionLeaseMs,
+          embedBatch: config.ingestionEmbedBatch,
+          ocr: ocr.settings,
           logger,
           concurrency: config.ingestionConcurrency,
           metrics: metrics.ingestion,

@@ -43,6 +43,13 @@ export const envSchema = z.object({
   CHUNK_OVERLAP_TOKENS: z.coerce.number().int().min(0).max(4096).default(32),
   INGESTION_CONCURRENCY: z.coerce.number().int().min(0).max(64).default(4),
   INGESTION_LEASE_MS: z.coerce.number().int().min(500).max(3_600_000).default(30_000),
+  INGESTION_EMBED_BATCH: z.coerce.number().int().min(1).max(1024).default(32),
+  OCR_LANGUAGES: z
+    .string()
+    .regex(/^[A-Za-z0-9_]+(\+[A-Za-z0-9_]+)*$/, 'Tesseract languages joined by +, e.g. eng or eng+deu')
+    .default('eng'),
+  OCR_MAX_PAGES: z.coerce.number().int().min(0).max(10_000).default(100),
+  OCR_TIMEOUT_MS: z.coerce.number().int().min(1_000).max(3_600_000).default(300_000),
   PARSE_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
   PARSE_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(120_000),
   PARSE_MEMORY_MB: z.coerce.number().int().min(128).max(65_536).default(1024),
@@ -120,6 +127,8 @@ export interface Config {
   chunking: { maxTokens: number; overlapTokens: number };
   ingestionConcurrency: number;
   ingestionLeaseMs: number;
+  /** Chunks embedded between two progress reports (and cancellation checks) of a job. */
+  ingestionEmbedBatch: number;
   parsing: ParsingConfig;
   hnsw: { m: number; efConstruction: number };
   retrieval: {
@@ -151,6 +160,18 @@ export interface ParsingConfig {
   concurrency: number;
   timeoutMs: number;
   memoryMb: number;
+  /** Absent: no OCR. */
+  ocr?: OcrConfig;
+}
+
+/** Tesseract for PDF pages without a text layer; on when the binary is installed. */
+export interface OcrConfig {
+  /** Traineddata names joined by `+`; each must be installed. */
+  languages: string;
+  /** Pages recognised per document at most (0 turns OCR off). */
+  maxPages: number;
+  /** Time for all of a document's OCR; the parse's own limit is raised by it when OCR runs. */
+  timeoutMs: number;
 }
 
 export interface WebSearchConfig {
@@ -230,7 +251,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     chunking: { maxTokens: e.CHUNK_TOKENS, overlapTokens: e.CHUNK_OVERLAP_TOKENS },
     ingestionConcurrency: e.INGESTION_CONCURRENCY,
     ingestionLeaseMs: e.INGESTION_LEASE_MS,
-    parsing: { concurrency: e.PARSE_CONCURRENCY, timeoutMs: e.PARSE_TIMEOUT_MS, memoryMb: e.PARSE_MEMORY_MB },
+    ingestionEmbedBatch: e.INGESTION_EMBED_BATCH,
+    parsing: {
+      concurrency: e.PARSE_CONCURRENCY,
+      timeoutMs: e.PARSE_TIMEOUT_MS,
+      memoryMb: e.PARSE_MEMORY_MB,
+      ocr: { languages: e.OCR_LANGUAGES, maxPages: e.OCR_MAX_PAGES, timeoutMs: e.OCR_TIMEOUT_MS },
+    },
     hnsw: { m: e.HNSW_M, efConstruction: e.HNSW_EF_CONSTRUCTION },
     retrieval: {
       fusion: e.RETRIEVAL_FUSION,

@@ -2,6 +2,7 @@ import { loadConfig, ConfigError } from './config.ts';
 import { openConfiguredDatabase } from './db/client.ts';
 import { loadEmbeddings } from './embeddings/load.ts';
 import { createJobsRepository } from './ingestion/jobs.repository.ts';
+import { probeOcr } from './ingestion/ocr.ts';
 import { createIngestionWorker } from './ingestion/worker.ts';
 import { createLogger } from './logging.ts';
 import { countEmbeddings } from './metrics/embeddings.ts';
@@ -25,12 +26,16 @@ async function main(): Promise<void> {
     onQueueError: (error) => logger.warn({ err: error }, 'metrics: ingestion queue unreadable'),
   });
   const embeddings = countEmbeddings(await loadEmbeddings(config, logger), metrics);
+  const ocr = await probeOcr(config.parsing.ocr, config.parsing.memoryMb);
+  (ocr.ok ? logger.info : logger.warn).call(logger, `ocr: ${ocr.detail}`);
   const worker = createIngestionWorker({
     jobs,
     embeddings,
     chunking: config.chunking,
     parsing: config.parsing,
     leaseMs: config.ingestionLeaseMs,
+    embedBatch: config.ingestionEmbedBatch,
+    ocr: ocr.settings,
     logger,
     concurrency: Math.max(1, config.ingestionConcurrency),
     metrics: metrics.ingestion,

@@ -1,6 +1,7 @@
 import { eq, sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.ts';
 import { collections, type CollectionRow } from '../db/schema/collections.ts';
+import { createIndexRepository } from '../retrieval/index.repository.ts';
 
 export interface CollectionWithCounts extends CollectionRow {
   documentCount: number;
@@ -29,17 +30,19 @@ interface CountsRow {
   chunk_count: number;
 }
 
-// Counts come from processed documents at read time, so they are always true to the database.
+// Counts come from processed documents at read time, so they are always true to the database. A
+// document being replaced counts: its previous version stays searchable until the new one commits.
 const countsSql = (where: ReturnType<typeof sql>) => sql`
   select c.id,
          count(d.id)::int as document_count,
          coalesce(sum(d.chunk_count), 0)::int as chunk_count
   from collections c
-  left join documents d on d.collection_id = c.id and d.status = 'processed'
+  left join documents d on d.collection_id = c.id and d.processed_at is not null
   where ${where}
   group by c.id`;
 
 export function createCollectionsRepository(db: Db) {
+  const index = createIndexRepository(db);
   const withCounts = async (rows: CollectionRow[], where: ReturnType<typeof sql>): Promise<CollectionWithCounts[]> => {
     if (rows.length === 0) return [];
     const counts = new Map((await queryRows<CountsRow>(db, countsSql(where))).map((r) => [r.id, r]));
@@ -56,7 +59,7 @@ export function createCollectionsRepository(db: Db) {
       return db.transaction(async (tx) => {
         const [created] = await tx.insert(collections).values(row).returning();
         if (!created) throw new Error('insert returned no row');
-        await tx.execute(sql`insert into collection_stats (collection_id) values (${created.id})`);
+        await index.openCollection(created.id, tx);
         await tx.execute(
           sql.raw(
             `create index ${indexName(created.id)} on chunks using hnsw ((embedding::vector(${created.dimensions})) vector_cosine_ops) ` +

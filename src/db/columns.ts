@@ -14,3 +14,6 @@ export const anyVector = customType<{ data: number[]; driverData: string }>({
   toDriver: (value) => `[${value.join(',')}]`,
   fromDriver: (value) => JSON.parse(value) as number[],
 });
+
+/** Raw bytes (an upload's original). */
+export const bytea = customType<{ data: Uint8Array; driverData: Uint8Array }>({ dataType: () => 'bytea' });

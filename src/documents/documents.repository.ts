@@ -1,9 +1,9 @@
 import { and, count, desc, eq, sql } from 'drizzle-orm';
-import type { Db } from '../db/client.ts';
+import { queryRows, type Db } from '../db/client.ts';
 import { collections } from '../db/schema/collections.ts';
 import { documents, type DocumentRow } from '../db/schema/documents.ts';
 import { ingestionJobs } from '../db/schema/jobs.ts';
-import { removeChunks } from '../ingestion/jobs.repository.ts';
+import { createIndexRepository } from '../retrieval/index.repository.ts';
 
 /** Every column but the original bytes, which only the ingestion worker reads. */
 const columns = {
@@ -20,6 +20,11 @@ const columns = {
   error: documents.error,
   chunkCount: documents.chunkCount,
   processedAt: documents.processedAt,
+  version: documents.version,
+  replacedAt: documents.replacedAt,
+  stage: documents.stage,
+  chunksEmbedded: documents.chunksEmbedded,
+  chunksTotal: documents.chunksTotal,
   createdAt: documents.createdAt,
   updatedAt: documents.updatedAt,
 };
@@ -29,7 +34,33 @@ export type DocumentSummary = Omit<DocumentRow, 'original'> & { collectionName: 
 
 export type NewDocument = Omit<typeof documents.$inferInsert, 'status' | 'chunkCount' | 'createdAt' | 'updatedAt'>;
 
+/** A replace's new content: it becomes the document's when its chunks commit. */
+export type NewVersion = Pick<
+  NewDocument,
+  'name' | 'description' | 'metadata' | 'contentType' | 'format' | 'sizeBytes' | 'sha256' | 'original'
+>;
+
+/**
+ * The document's unfinished jobs, locked: the first step of a replace or a cancel, taken before
+ * the document row in the order the worker takes them (job, then document), so they cannot
+ * deadlock with a worker committing.
+ */
+const lockActiveJobs = (tx: Db, documentId: string) =>
+  queryRows<{ id: string }>(
+    tx,
+    sql`select id from ingestion_jobs where document_id = ${documentId} and status in ('queued', 'running') for update`,
+  );
+
+/** Ends the document's unfinished jobs (a worker holding one stops at its next batch). */
+const endActiveJobs = (tx: Db, documentId: string, reason: string) =>
+  tx.execute(
+    sql`update ingestion_jobs set status = 'cancelled', lease_owner = null, lease_expires_at = null,
+          last_error = ${reason}, original = null, updated_at = now()
+        where document_id = ${documentId} and status in ('queued', 'running')`,
+  );
+
 export function createDocumentsRepository(db: Db) {
+  const index = createIndexRepository(db);
   return {
     /** The document and its ingestion job commit together, or neither does. Returns the row as committed. */
     async insertWithJob(row: NewDocument, jobId: string): Promise<Omit<DocumentRow, 'original'>> {
@@ -41,13 +72,82 @@ export function createDocumentsRepository(db: Db) {
       });
     },
 
+    /** A document of the collection with this content, as its current version or as a replace under way. */
     async findBySha(collectionId: string, sha256: string): Promise<{ id: string } | undefined> {
       const [row] = await db
         .select({ id: documents.id })
         .from(documents)
         .where(and(eq(documents.collectionId, collectionId), eq(documents.sha256, sha256)))
         .limit(1);
-      return row;
+      if (row) return row;
+      const [pending] = await queryRows<{ id: string }>(
+        db,
+        sql`select j.document_id as id from ingestion_jobs j join documents d on d.id = j.document_id
+            where j.status in ('queued', 'running') and j.sha256 = ${sha256} and d.collection_id = ${collectionId}
+            limit 1`,
+      );
+      return pending;
+    },
+
+    /**
+     * Queues a new version of the document: the job carries its content, and the document keeps
+     * its current version (searchable) until the job commits. An unfinished earlier job is
+     * superseded. Returns the row as committed, or undefined when the document is gone.
+     */
+    async replaceWithJob(
+      id: string,
+      content: NewVersion,
+      jobId: string,
+    ): Promise<Omit<DocumentRow, 'original'> | undefined> {
+      return db.transaction(async (tx) => {
+        await lockActiveJobs(tx, id);
+        const [doc] = await queryRows<{ version: number }>(
+          tx,
+          sql`select version from documents where id = ${id} for update`,
+        );
+        if (!doc) return undefined;
+        const [latest] = await queryRows<{ version: number }>(
+          tx,
+          sql`select coalesce(max(version), 0)::int as version from ingestion_jobs where document_id = ${id}`,
+        );
+        const version = Math.max(doc.version, latest?.version ?? 0) + 1;
+        await endActiveJobs(tx, id, `Superseded by version ${version}`);
+        await tx.insert(ingestionJobs).values({ id: jobId, documentId: id, version, ...content });
+        const [updated] = await tx
+          .update(documents)
+          .set({
+            status: 'pending',
+            error: null,
+            stage: null,
+            chunksEmbedded: null,
+            chunksTotal: null,
+            updatedAt: sql`now()`,
+          })
+          .where(eq(documents.id, id))
+          .returning(columns);
+        return updated;
+      });
+    },
+
+    /**
+     * Stops the document's unfinished job. The document ends `cancelled`, or back at `processed`
+     * when it has a searchable version (a cancelled replace keeps the previous one). Returns
+     * 'idle' when there was nothing to cancel, undefined when the document is gone.
+     */
+    async cancel(id: string): Promise<'cancelled' | 'idle' | undefined> {
+      return db.transaction(async (tx) => {
+        const active = await lockActiveJobs(tx, id);
+        const [doc] = await queryRows(tx, sql`select id from documents where id = ${id} for update`);
+        if (!doc) return undefined;
+        if (active.length === 0) return 'idle';
+        await endActiveJobs(tx, id, 'Cancelled');
+        await tx.execute(
+          sql`update documents set status = case when processed_at is null then 'cancelled' else 'processed' end,
+                error = null, stage = null, chunks_embedded = null, chunks_total = null, updated_at = now()
+              where id = ${id}`,
+        );
+        return 'cancelled';
+      });
     },
 
     async get(id: string): Promise<DocumentSummary | undefined> {
@@ -93,7 +193,7 @@ export function createDocumentsRepository(db: Db) {
           .where(eq(documents.id, id))
           .for('update');
         if (!doc) return false;
-        await removeChunks(tx, id, doc.collectionId);
+        await index.removeDocument(id, doc.collectionId, tx);
         await tx.delete(documents).where(eq(documents.id, id));
         return true;
       });

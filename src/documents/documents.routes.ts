@@ -9,11 +9,13 @@ import {
   documentList,
   documentParams,
   documentRecord,
+  documentedPutJson,
   jsonUploadBody,
   listQuery,
   message,
   multipartFields,
   multipartUploadForm,
+  replacedDocument,
   updateDocumentBody,
 } from './documents.schemas.ts';
 
@@ -144,19 +146,53 @@ export function documentsRoutes(documents: DocumentsService, uploadLimitBytes: n
     app.put(
       '/api/v1/rag/documents/:document_id',
       {
-        config: { access: 'write', family },
+        config: {
+          access: 'write',
+          family,
+          documentedBody: { 'multipart/form-data': multipartUploadForm, 'application/json': documentedPutJson },
+        },
+        // New content may be as large as an upload.
+        bodyLimit: uploadLimitBytes,
         schema: {
           operationId: 'updateDocument',
           tags,
+          description:
+            'With new content — a file as multipart/form-data, or JSON {name, content, description?, metadata?}, exactly as an upload — replaces the document in place (202): it is re-ingested under the same id, its current version stays searchable until the new one commits, and `version` counts up. With JSON {description?, metadata?} only, updates those (200).',
           params: documentParams,
-          body: updateDocumentBody,
-          response: { 200: message },
+          response: { 200: message, 202: replacedDocument },
         },
       },
-      async (request) => {
-        await documents.update(principalOf(request), request.params.document_id, request.body);
-        return { message: 'Document updated' };
+      async (request, reply) => {
+        const id = request.params.document_id;
+        const principal = principalOf(request);
+        const body: unknown = request.body;
+        const hasContent = typeof body === 'object' && body !== null && 'content' in body;
+        if (request.isMultipart() || hasContent) {
+          const upload = request.isMultipart() ? await readMultipart(request) : readJson(body);
+          const replaced = await documents.replace(principal, id, upload);
+          return reply.code(202).send({ ...replaced, message: 'Document replacement queued' });
+        }
+        const patch = updateDocumentBody.safeParse(body);
+        if (!patch.success) throw invalidFromIssues(patch.error.issues, { prefix: '', whole: 'body' });
+        await documents.update(principal, id, patch.data);
+        return reply.code(200).send({ message: 'Document updated' });
       },
+    );
+
+    app.post(
+      '/api/v1/rag/documents/:document_id/cancel',
+      {
+        config: { access: 'write', family },
+        schema: {
+          operationId: 'cancelDocumentProcessing',
+          tags,
+          description:
+            "Stops the document's pending or processing job (a worker stops between two embedding batches). The document ends `cancelled`, or back at `processed` with its previous version when the job was a replace. 409 when nothing is being processed.",
+          params: documentParams,
+          response: { 200: documentRecord },
+        },
+      },
+      async (request) => documents.cancel(principalOf(request), request.params.document_id),
     );
 
     app.delete(

@@ -50,7 +50,18 @@ export const listQuery = z.object({
   page_size: z.coerce.number().int().min(1).max(100).default(20),
 });
 
-export const documentStatus = z.enum(['pending', 'processing', 'processed', 'failed']);
+export const documentStatus = z.enum(['pending', 'processing', 'processed', 'failed', 'cancelled']);
+
+export const ingestionProgress = z
+  .object({
+    stage: z.enum(['parsing', 'chunking', 'embedding']),
+    chunks_embedded: z.number().int().nullable(),
+    chunks_total: z.number().int().nullable(),
+  })
+  .meta({
+    description:
+      'What the worker is doing while the document is `processing` (null otherwise); the counts are known from the `embedding` stage on.',
+  });
 
 export const documentRecord = z.object({
   id: z.string(),
@@ -66,6 +77,11 @@ export const documentRecord = z.object({
   created_at: z.string(),
   updated_at: z.string(),
   processed_at: z.string().nullable(),
+  version: z.number().int().meta({
+    description: 'The searchable version: 1 for the upload, one more for each replace that committed',
+  }),
+  replaced_at: z.string().nullable().meta({ description: 'When the current version replaced the previous one' }),
+  progress: ingestionProgress.nullable(),
 });
 export type DocumentRecord = z.infer<typeof documentRecord>;
 
@@ -78,6 +94,7 @@ export const documentListItem = documentRecord.pick({
   status: true,
   size_bytes: true,
   content_type: true,
+  version: true,
 });
 
 export const documentList = z.object({
@@ -92,3 +109,9 @@ export const updateDocumentBody = z
   .refine((b) => b.description !== undefined || b.metadata !== undefined, 'description or metadata is required');
 
 export const message = z.object({ message: z.string() });
+
+/** PUT with new content: the document record, the replace queued. */
+export const replacedDocument = documentRecord.extend({ message: z.string() });
+
+/** PUT's JSON body: new content (as an upload), or only a new description or metadata. */
+export const documentedPutJson = z.union([jsonUploadBody, updateDocumentBody]);

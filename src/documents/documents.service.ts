@@ -40,6 +40,26 @@ export function toDocumentRecord(row: DocumentSummary): DocumentRecord {
     created_at: row.createdAt.toISOString(),
     updated_at: row.updatedAt.toISOString(),
     processed_at: row.processedAt?.toISOString() ?? null,
+    version: row.version,
+    replaced_at: row.replacedAt?.toISOString() ?? null,
+    progress:
+      row.status === 'processing' && row.stage !== null
+        ? { stage: row.stage, chunks_embedded: row.chunksEmbedded, chunks_total: row.chunksTotal }
+        : null,
+  };
+}
+
+/** What an upload (or a replace) stores: its format, checked, and the hash that deduplicates it. */
+function readUpload(upload: Upload) {
+  const detected = classifyUpload(upload.name, upload.contentType, upload.bytes.subarray(0, sniffBytes));
+  if (!detected.ok) throw new AppError({ code: 'unsupported_media_type', message: detected.message });
+  return {
+    name: upload.name,
+    contentType: contentTypeOf(upload.contentType, detected.format),
+    format: detected.format,
+    sizeBytes: upload.bytes.length,
+    sha256: createHash('sha256').update(upload.bytes).digest('hex'),
+    original: upload.bytes,
   };
 }
 
@@ -57,10 +77,8 @@ export function createDocumentsService({ repo, collections, onQueued }: Document
   return {
     async upload(principal: Principal, collectionName: string, upload: Upload): Promise<DocumentRecord> {
       const collection = await collections.requireAccessible(principal, collectionName);
-      const detected = classifyUpload(upload.name, upload.contentType, upload.bytes.subarray(0, sniffBytes));
-      if (!detected.ok) throw new AppError({ code: 'unsupported_media_type', message: detected.message });
-      const { format } = detected;
-      const sha256 = createHash('sha256').update(upload.bytes).digest('hex');
+      const content = readUpload(upload);
+      const { sha256 } = content;
       const existing = await repo.findBySha(collection.id, sha256);
       if (existing) throw duplicate(existing.id);
       const id = newId('doc');
@@ -70,14 +88,9 @@ export function createDocumentsService({ repo, collections, onQueued }: Document
           {
             id,
             collectionId: collection.id,
-            name: upload.name,
+            ...content,
             description: upload.description ?? null,
             metadata: upload.metadata ?? null,
-            contentType: contentTypeOf(upload.contentType, format),
-            format,
-            sizeBytes: upload.bytes.length,
-            sha256,
-            original: upload.bytes,
           },
           newId('job'),
         );
@@ -110,6 +123,37 @@ export function createDocumentsService({ repo, collections, onQueued }: Document
     ) {
       await requireDocument(principal, id);
       await repo.update(id, patch);
+    },
+
+    /**
+     * New content for the document, ingested under the same id. The current version stays
+     * searchable until the new one commits; an unfinished earlier replace is superseded.
+     * Description and metadata change only when given.
+     */
+    async replace(principal: Principal, id: string, upload: Upload): Promise<DocumentRecord> {
+      const row = await requireDocument(principal, id);
+      const content = readUpload(upload);
+      const existing = await repo.findBySha(row.collectionId, content.sha256);
+      if (existing) throw duplicate(existing.id);
+      const replaced = await repo.replaceWithJob(
+        id,
+        { ...content, description: upload.description ?? null, metadata: upload.metadata ?? null },
+        newId('job'),
+      );
+      if (!replaced) throw notFound(NOT_FOUND);
+      onQueued();
+      return toDocumentRecord({ ...replaced, collectionName: row.collectionName });
+    },
+
+    /** Stops the document's pending or processing job; 409 when there is none. */
+    async cancel(principal: Principal, id: string): Promise<DocumentRecord> {
+      await requireDocument(principal, id);
+      const result = await repo.cancel(id);
+      if (result === undefined) throw notFound(NOT_FOUND);
+      if (result === 'idle') {
+        throw new AppError({ code: 'conflict', message: 'Document is not being processed: nothing to cancel' });
+      }
+      return toDocumentRecord(await requireDocument(principal, id));
     },
 
     async delete(principal: Principal, id: string): Promise<void> {

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.ts';
-import { chunks as chunksTable } from '../db/schema/chunks.ts';
-import type { Chunk } from './chunker.ts';
+import type { IngestionStage } from '../db/schema/documents.ts';
+import { createIndexRepository, type IndexedChunk } from '../retrieval/index.repository.ts';
 
 export interface ClaimedJob {
   jobId: string;
@@ -10,6 +10,7 @@ export interface ClaimedJob {
   maxAttempts: number;
 }
 
+/** What a job ingests: the document's own content, or for a replace the new version's. */
 export interface JobDocument {
   id: string;
   collectionId: string;
@@ -20,39 +21,21 @@ export interface JobDocument {
   embeddingModel: string;
 }
 
-export interface EmbeddedChunk extends Chunk {
-  embedding: Float32Array;
-  /** Keyword-analyzer term frequencies and length, for the BM25 index. */
-  terms: Map<string, number>;
-  termCount: number;
-}
+export type EmbeddedChunk = IndexedChunk;
 
-const INSERT_BATCH = 200;
+/** The job is still this worker's to finish (not lost, cancelled or superseded). */
+const holds = (job: ClaimedJob, workerId: string) =>
+  sql`exists (select 1 from ingestion_jobs where id = ${job.jobId} and lease_owner = ${workerId} and status = 'running')`;
 
-/**
- * Deletes a document's chunks (postings go by cascade) and takes them out of the collection's
- * BM25 statistics, in the caller's transaction. The collection's statistics row is locked first,
- * so every writer of one collection's term statistics queues on it and they cannot deadlock.
- */
-export async function removeChunks(tx: Db, documentId: string, collectionId: string): Promise<void> {
-  await tx.execute(sql`
-    update collection_stats set
-      chunk_count = chunk_count - (select count(*) from chunks where document_id = ${documentId}),
-      total_terms = total_terms - (select coalesce(sum(term_count), 0) from chunks where document_id = ${documentId})
-    where collection_id = ${collectionId}`);
-  await tx.execute(sql`
-    update term_stats s set df = s.df - g.n
-    from (select term, count(*)::int as n from chunk_terms
-          where chunk_id in (select id from chunks where document_id = ${documentId}) group by term) g
-    where s.collection_id = ${collectionId} and s.term = g.term`);
-  await tx.execute(sql`delete from chunks where document_id = ${documentId}`);
-}
+/** A document no longer being worked on shows no progress. */
+const noProgress = sql`stage = null, chunks_embedded = null, chunks_total = null`;
 
 /**
  * The ingestion queue. Every state change of a job is guarded by its lease owner, so a worker
  * that lost its lease (it stalled, another took over) can never write a second set of chunks.
  */
 export function createJobsRepository(db: Db) {
+  const index = createIndexRepository(db);
   return {
     async claim(workerId: string, leaseMs: number): Promise<ClaimedJob | undefined> {
       const [job] = await queryRows<{ id: string; document_id: string; attempts: number; max_attempts: number }>(
@@ -71,7 +54,8 @@ export function createJobsRepository(db: Db) {
               limit 1)
             returning j.id, j.document_id, j.attempts, j.max_attempts),
           marked as (
-            update documents set status = 'processing', updated_at = now()
+            update documents set status = 'processing', stage = 'parsing', chunks_embedded = null, chunks_total = null,
+                   updated_at = now()
             where id = (select document_id from claimed))
           select * from claimed`,
       );
@@ -90,7 +74,7 @@ export function createJobsRepository(db: Db) {
                 last_error = 'Processing was interrupted ' || attempts || ' times (a worker stopped or timed out)'
             where status = 'running' and lease_expires_at < now() and attempts >= max_attempts
             returning document_id, last_error)
-          update documents d set status = 'failed', error = dead.last_error, updated_at = now()
+          update documents d set status = 'failed', error = dead.last_error, ${noProgress}, updated_at = now()
           from dead where d.id = dead.document_id
           returning d.id as document_id`,
       );
@@ -106,7 +90,7 @@ export function createJobsRepository(db: Db) {
       return rows.length > 0;
     },
 
-    async document(documentId: string): Promise<JobDocument | undefined> {
+    async document(job: ClaimedJob): Promise<JobDocument | undefined> {
       const [row] = await queryRows<{
         id: string;
         collection_id: string;
@@ -117,8 +101,11 @@ export function createJobsRepository(db: Db) {
         embedding_model_resolved: string;
       }>(
         db,
-        sql`select d.id, d.collection_id, d.format, d.original, d.metadata, c.embedding_provider, c.embedding_model_resolved
-            from documents d join collections c on c.id = d.collection_id where d.id = ${documentId}`,
+        sql`select d.id, d.collection_id, coalesce(j.format, d.format) as format,
+                   coalesce(j.original, d.original) as original, coalesce(j.metadata, d.metadata) as metadata,
+                   c.embedding_provider, c.embedding_model_resolved
+            from ingestion_jobs j join documents d on d.id = j.document_id join collections c on c.id = d.collection_id
+            where j.id = ${job.jobId}`,
       );
       if (!row) return undefined;
       return {
@@ -133,8 +120,29 @@ export function createJobsRepository(db: Db) {
     },
 
     /**
+     * Shows the job's stage and counts on its document. Returns false when the job is no longer
+     * this worker's (cancelled, superseded by a replace, lease lost): the worker stops there.
+     */
+    async progress(
+      job: ClaimedJob,
+      workerId: string,
+      stage: IngestionStage,
+      counts: { embedded: number; total: number } | undefined,
+    ): Promise<boolean> {
+      const rows = await queryRows(
+        db,
+        sql`update documents set stage = ${stage}, chunks_embedded = ${counts?.embedded ?? null},
+                   chunks_total = ${counts?.total ?? null}, updated_at = now()
+            where id = ${job.documentId} and ${holds(job, workerId)} returning id`,
+      );
+      return rows.length > 0;
+    },
+
+    /**
      * Replaces the document's chunks and marks it processed, in one transaction, only while this
-     * worker still holds the job. Returns false when it does not (nothing is written).
+     * worker still holds the job. A replace's new content becomes the document's in the same
+     * transaction, so a search sees the previous version or the new one, never both, never neither.
+     * Returns false when the job is no longer held (nothing is written).
      */
     async complete(
       job: ClaimedJob,
@@ -153,67 +161,20 @@ export function createJobsRepository(db: Db) {
           sql`select collection_id from documents where id = ${job.documentId} for update`,
         );
         if (!doc) return false;
-        await removeChunks(tx, job.documentId, doc.collection_id);
-        let terms = 0;
-        for (let i = 0; i < chunks.length; i += INSERT_BATCH) {
-          const batch = chunks.slice(i, i + INSERT_BATCH);
-          const ids = await tx
-            .insert(chunksTable)
-            .values(
-              batch.map((c) => ({
-                documentId: job.documentId,
-                collectionId: doc.collection_id,
-                position: c.position,
-                startChar: c.startChar,
-                endChar: c.endChar,
-                tokenCount: c.tokenCount,
-                termCount: c.termCount,
-                content: c.content,
-                model,
-                embedding: Array.from(c.embedding),
-              })),
-            )
-            .returning({ id: chunksTable.id, position: chunksTable.position });
-          const idOf = new Map(ids.map((r) => [r.position, r.id]));
-          const postings = batch.flatMap((c) =>
-            [...c.terms].map(([term, tf]) => ({
-              term,
-              chunkId: idOf.get(c.position) as number,
-              tf,
-              length: c.termCount,
-            })),
-          );
-          terms += batch.reduce((n, c) => n + c.termCount, 0);
-          if (postings.length > 0) {
-            await tx.execute(sql`
-              insert into chunk_terms (collection_id, term, chunk_id, tf, length)
-              select ${doc.collection_id}, * from unnest(
-                ${sql.param(postings.map((p) => p.term))}::text[], ${sql.param(postings.map((p) => p.chunkId))}::bigint[],
-                ${sql.param(postings.map((p) => p.tf))}::int[], ${sql.param(postings.map((p) => p.length))}::int[])`);
-          }
-        }
-        // Document frequencies: the number of this document's chunks holding each term.
-        const df = new Map<string, number>();
-        for (const c of chunks) for (const term of c.terms.keys()) df.set(term, (df.get(term) ?? 0) + 1);
-        if (df.size > 0) {
-          const sorted = [...df.keys()].sort();
-          await tx.execute(sql`
-            insert into term_stats (collection_id, term, df)
-            select ${doc.collection_id}, * from unnest(${sql.param(sorted)}::text[], ${sql.param(sorted.map((t) => df.get(t) as number))}::int[])
-            on conflict (collection_id, term) do update set df = term_stats.df + excluded.df`);
-        }
-        await tx.execute(sql`
-          insert into collection_stats (collection_id, chunk_count, total_terms)
-          values (${doc.collection_id}, ${chunks.length}, ${terms})
-          on conflict (collection_id) do update set chunk_count = collection_stats.chunk_count + excluded.chunk_count,
-            total_terms = collection_stats.total_terms + excluded.total_terms`);
+        await index.replaceDocument(job.documentId, doc.collection_id, model, chunks, tx);
         await tx.execute(
-          sql`update documents set status = 'processed', error = null, chunk_count = ${chunks.length},
-              processed_at = now(), updated_at = now() where id = ${job.documentId}`,
+          sql`update documents d set status = 'processed', error = null, chunk_count = ${chunks.length},
+                processed_at = now(), updated_at = now(), ${noProgress}, version = j.version,
+                replaced_at = case when j.original is null then d.replaced_at else now() end,
+                name = coalesce(j.name, d.name), description = coalesce(j.description, d.description),
+                metadata = coalesce(j.metadata, d.metadata), content_type = coalesce(j.content_type, d.content_type),
+                format = coalesce(j.format, d.format), size_bytes = coalesce(j.size_bytes, d.size_bytes),
+                sha256 = coalesce(j.sha256, d.sha256), original = coalesce(j.original, d.original)
+              from ingestion_jobs j where j.id = ${job.jobId} and d.id = ${job.documentId}`,
         );
         await tx.execute(
           sql`update ingestion_jobs set status = 'done', lease_owner = null, lease_expires_at = null, last_error = null,
-              updated_at = now() where id = ${job.jobId}`,
+              original = null, updated_at = now() where id = ${job.jobId}`,
         );
         return true;
       });
@@ -233,15 +194,17 @@ export function createJobsRepository(db: Db) {
                 run_after = now() + ${retryInMs} * interval '1 millisecond', updated_at = now() where id = ${job.jobId}`,
           );
           await tx.execute(
-            sql`update documents set status = 'pending', updated_at = now() where id = ${job.documentId}`,
+            sql`update documents set status = 'pending', ${noProgress}, updated_at = now() where id = ${job.documentId}`,
           );
         } else {
           await tx.execute(
             sql`update ingestion_jobs set status = 'failed', lease_owner = null, lease_expires_at = null, last_error = ${error},
-                updated_at = now() where id = ${job.jobId}`,
+                original = null, updated_at = now() where id = ${job.jobId}`,
           );
+          // A failed replace leaves the previous version searchable (its chunks are untouched).
           await tx.execute(
-            sql`update documents set status = 'failed', error = ${error}, updated_at = now() where id = ${job.documentId}`,
+            sql`update documents set status = 'failed', error = ${error}, ${noProgress}, updated_at = now()
+                where id = ${job.documentId}`,
           );
         }
       });
@@ -257,7 +220,7 @@ export function createJobsRepository(db: Db) {
                    attempts = greatest(attempts - 1, 0), updated_at = now()
             where lease_owner = ${workerId} and status = 'running'
             returning document_id)
-          update documents d set status = 'pending', updated_at = now()
+          update documents d set status = 'pending', ${noProgress}, updated_at = now()
           from released where d.id = released.document_id
           returning d.id as document_id`,
       );

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import type { ParseReply, ParseTask } from './parse-process.ts';
 import { ParseError } from './parsers/errors.ts';
+import type { OcrSettings } from './parsers/ocr.ts';
 import type { DocumentFormat, ParsedDocument, ParseLimits } from './parsers/types.ts';
 
 export interface ParsePoolOptions {
@@ -20,6 +21,8 @@ export interface ParsePoolOptions {
   idleMs?: number;
   /** Parses one process serves before it is replaced, so library caches cannot grow for ever. */
   maxTasksPerProcess?: number;
+  /** OCR of PDF pages without a text layer; its time limit adds to a PDF's `timeoutMs`. */
+  ocr?: OcrSettings;
 }
 
 export interface ParsePool {
@@ -80,9 +83,9 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
   const watchMemory = existsSync('/proc/self/status');
   if (!watchMemory) logger.warn('no /proc on this system: parser processes are bounded by their JS heap only');
 
-  const timedOut = () =>
+  const timedOut = (ms: number) =>
     new ParseError(
-      `Parsing stopped after ${timeoutMs / 1000} s (the server's time limit): the file is too large or too complex to read`,
+      `Parsing stopped after ${ms / 1000} s (the server's time limit): the file is too large or too complex to read`,
     );
   const outOfMemory = () =>
     new ParseError(
@@ -159,7 +162,7 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
     return parser;
   };
 
-  const run = (parser: Parser, task: ParseTask, signal: AbortSignal | undefined) =>
+  const run = (parser: Parser, task: ParseTask, limitMs: number, signal: AbortSignal | undefined) =>
     new Promise<ParsedDocument>((resolve, reject) => {
       const { child } = parser;
       let stopped: 'timeout' | 'memory' | 'abort' | 'unsendable' | undefined;
@@ -169,7 +172,7 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
         stopped ??= reason;
         child.kill('SIGKILL');
       };
-      const timer = setTimeout(() => kill('timeout'), timeoutMs);
+      const timer = setTimeout(() => kill('timeout'), limitMs);
       const watchdog = watchMemory
         ? setInterval(() => {
             void residentMb(child.pid ?? 0).then((mb) => {
@@ -196,7 +199,7 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
       const onExit = (code: number | null, exitSignal: NodeJS.Signals | null) => {
         settle();
         if (stopped === 'abort') reject(abortReason(signal));
-        else if (stopped === 'timeout') reject(timedOut());
+        else if (stopped === 'timeout') reject(timedOut(limitMs));
         else if (stopped === 'memory' || /heap out of memory/.test(parser.stderr)) reject(outOfMemory());
         else reject(new ParserCrashed(`The parser process stopped unexpectedly (${describeExit(code, exitSignal)})`));
       };
@@ -268,7 +271,10 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
         clearTimeout(parser.idleTimer);
         await parser.ready;
         try {
-          return await run(parser, { id: nextId++, format, bytes, limits }, signal);
+          // A PDF may need OCR: its own time limit comes on top of the parse's.
+          const ocr = format === 'pdf' ? options.ocr : undefined;
+          const limitMs = timeoutMs + (ocr?.timeoutMs ?? 0);
+          return await run(parser, { id: nextId++, format, bytes, limits: { ...limits, ocr } }, limitMs, signal);
         } finally {
           park(parser);
         }

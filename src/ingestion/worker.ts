@@ -1,6 +1,8 @@
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import type { ParsingConfig } from '../config.ts';
+import { isUniqueViolation } from '../db/errors.ts';
 import { randomBase62 } from '../db/ids.ts';
+import type { IngestionStage } from '../db/schema/documents.ts';
 import type { EmbeddingRegistry } from '../embeddings/registry.ts';
 import type { Logger } from 'pino';
 import { termFrequencies } from '../retrieval/analyzer.ts';
@@ -8,10 +10,11 @@ import { chunkText, type ChunkingOptions } from './chunker.ts';
 import { documentTitle, withTitle } from './title.ts';
 import type { ClaimedJob, JobsRepository } from './jobs.repository.ts';
 import { createParsePool } from './parse-pool.ts';
+import type { OcrSettings } from './parsers/ocr.ts';
 import { ParseError, type DocumentFormat } from './parsers/index.ts';
 
 /** How a claimed job ended in this worker. */
-export type JobOutcome = 'processed' | 'retry' | 'failed' | 'abandoned' | 'deleted';
+export type JobOutcome = 'processed' | 'retry' | 'failed' | 'abandoned' | 'deleted' | 'cancelled';
 
 /** Where a worker reports its jobs (Prometheus in the app; absent in tests that do not look). */
 export interface IngestionMetrics {
@@ -24,6 +27,8 @@ export interface IngestionWorkerDeps {
   chunking: ChunkingOptions;
   /** Parser processes: how many (at most `concurrency`), and each one's time and memory limits. */
   parsing: ParsingConfig;
+  /** OCR of scanned PDF pages (from probeOcr); absent: off. */
+  ocr?: OcrSettings;
   logger: Logger;
   /** Jobs processed at once by this worker. */
   concurrency: number;
@@ -31,6 +36,8 @@ export interface IngestionWorkerDeps {
   pollMs?: number;
   /** Largest text kept from one document, in characters. */
   maxChars?: number;
+  /** Chunks embedded between two progress reports (and cancellation checks). */
+  embedBatch?: number;
   metrics?: IngestionMetrics;
 }
 
@@ -44,6 +51,8 @@ export interface IngestionWorker {
 }
 
 class LeaseLost extends Error {}
+/** The job was cancelled or superseded by a replace: the worker stops and writes nothing. */
+class JobEnded extends Error {}
 
 /** A readable, storable message: a database error's own words rather than the query that failed. */
 function describe(error: unknown): string {
@@ -69,6 +78,7 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
     ...deps.parsing,
     concurrency: Math.min(deps.parsing.concurrency, Math.max(1, deps.concurrency)),
     logger: log,
+    ocr: deps.ocr,
   });
   let running = false;
   const slots: Promise<void>[] = [];
@@ -89,14 +99,21 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
       sleepers.add(done);
     });
 
+  const embedBatch = Math.max(1, deps.embedBatch ?? 32);
+
   const process = async (job: ClaimedJob, signal: AbortSignal): Promise<JobOutcome> => {
-    const doc = await jobs.document(job.documentId);
+    const doc = await jobs.document(job);
     if (!doc) return 'deleted'; // Deleted meanwhile: the job went with it.
+    /** Shows the stage on the document; the job may have been cancelled or superseded meanwhile. */
+    const report = async (stage: IngestionStage, counts?: { embedded: number; total: number }) => {
+      if (signal.aborted) throw new LeaseLost();
+      if (!(await jobs.progress(job, id, stage, counts))) throw new JobEnded();
+    };
     const resolved = embeddings.byResolvedName(doc.embeddingProvider, doc.embeddingModel);
     if (!resolved.ok) throw new Error(resolved.message);
     const model = resolved.model;
     const parsed = await parser.parse(doc.original, doc.format as DocumentFormat, { maxChars: deps.maxChars }, signal);
-    if (signal.aborted) throw new LeaseLost();
+    await report('chunking');
     // PostgreSQL text cannot hold NUL; some PDF fonts map glyphs to it.
     const text = parsed.text.replaceAll('\u0000', '');
     // Each chunk is embedded under the document's title, and the two must fit the model's window;
@@ -108,8 +125,14 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
     const maxTokens = Math.min(budget, model.maxTokens - 2 - (title === undefined ? 0 : titleTokens));
     const chunks = await chunkText(text, model, { maxTokens, overlapTokens: deps.chunking.overlapTokens });
     const seen = chunks.map((c) => withTitle(title, c.content));
-    const { vectors } = await model.embed(seen, { priority: 'bulk', signal });
-    if (signal.aborted) throw new LeaseLost();
+    // In batches, so the document shows its progress and a cancel stops it between two of them.
+    const vectors: Float32Array[] = [];
+    await report('embedding', { embedded: 0, total: seen.length });
+    for (let at = 0; at < seen.length; at += embedBatch) {
+      const batch = await model.embed(seen.slice(at, at + embedBatch), { priority: 'bulk', signal });
+      vectors.push(...batch.vectors);
+      await report('embedding', { embedded: vectors.length, total: seen.length });
+    }
     const embedded = [];
     for (const [i, c] of chunks.entries()) {
       const { tf, length } = termFrequencies(seen[i] as string);
@@ -139,12 +162,20 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
     try {
       outcome = await process(job, controller.signal);
     } catch (error) {
+      if (error instanceof JobEnded) {
+        outcome = 'cancelled';
+        log.info({ job_id: job.jobId, document_id: job.documentId }, 'job stopped: cancelled or superseded');
+        return;
+      }
       if (error instanceof LeaseLost || controller.signal.aborted) {
         log.warn({ job_id: job.jobId }, 'job abandoned (lease lost or worker stopping)');
         return;
       }
-      const permanent = error instanceof ParseError;
-      const message = describe(error);
+      // A replace whose content another document of the collection took meanwhile cannot commit.
+      const permanent = error instanceof ParseError || isUniqueViolation(error);
+      const message = isUniqueViolation(error)
+        ? 'Document already exists: another document of the collection has this content'
+        : describe(error);
       const retry = !permanent && job.attempts < job.maxAttempts ? backoffMs(job.attempts) : null;
       log.warn({ err: error, job_id: job.jobId, document_id: job.documentId, retry_in_ms: retry }, 'job failed');
       outcome = retry === null ? 'failed' : 'retry';

@@ -164,6 +164,11 @@ const fixtures: Record<string, Fixture> = {
     shape: 'simple',
     restricted: documentNotFound,
   },
+  'POST /api/v1/rag/documents/:document_id/cancel': {
+    request: fixed(`/api/v1/rag/documents/${String(document.id)}/cancel`),
+    shape: 'simple',
+    restricted: documentNotFound,
+  },
   'DELETE /api/v1/rag/documents/:document_id': {
     request: fixed(`/api/v1/rag/documents/${String(document.id)}`),
     shape: 'simple',

@@ -1,11 +1,12 @@
 import { sql } from 'drizzle-orm';
-import { bigint, customType, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
-import { createdAt, updatedAt } from '../columns.ts';
+import { bigint, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { bytea, createdAt, updatedAt } from '../columns.ts';
 import { collections } from './collections.ts';
 
-const bytea = customType<{ data: Uint8Array; driverData: Uint8Array }>({ dataType: () => 'bytea' });
+export type DocumentStatus = 'pending' | 'processing' | 'processed' | 'failed' | 'cancelled';
 
-export type DocumentStatus = 'pending' | 'processing' | 'processed' | 'failed';
+/** What a processing document's worker is doing now. */
+export type IngestionStage = 'parsing' | 'chunking' | 'embedding';
 
 export const documents = pgTable(
   'documents',
@@ -28,6 +29,14 @@ export const documents = pgTable(
     error: text('error'),
     chunkCount: integer('chunk_count').notNull().default(0),
     processedAt: timestamp('processed_at', { withTimezone: true, mode: 'date' }),
+    /** The version whose chunks are searchable: 1 for the upload, one more for each committed replace. */
+    version: integer('version').notNull().default(1),
+    /** When the current version replaced the previous one; null for a document never replaced. */
+    replacedAt: timestamp('replaced_at', { withTimezone: true, mode: 'date' }),
+    /** Progress of the running job: its stage and chunks embedded of the total; null otherwise. */
+    stage: text('stage').$type<IngestionStage>(),
+    chunksEmbedded: integer('chunks_embedded'),
+    chunksTotal: integer('chunks_total'),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },

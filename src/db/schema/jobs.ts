@@ -1,8 +1,8 @@
-import { index, integer, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
-import { createdAt, updatedAt } from '../columns.ts';
+import { bigint, index, integer, jsonb, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { bytea, createdAt, updatedAt } from '../columns.ts';
 import { documents } from './documents.ts';
 
-export type JobStatus = 'queued' | 'running' | 'done' | 'failed';
+export type JobStatus = 'queued' | 'running' | 'done' | 'failed' | 'cancelled';
 
 /**
  * The durable ingestion queue. Workers claim rows with FOR UPDATE SKIP LOCKED and hold them by a
@@ -22,6 +22,20 @@ export const ingestionJobs = pgTable(
     leaseOwner: text('lease_owner'),
     leaseExpiresAt: timestamp('lease_expires_at', { withTimezone: true, mode: 'date' }),
     lastError: text('last_error'),
+    /**
+     * A replace: the new version's content, which becomes the document's only when its chunks
+     * commit (until then the previous version stays searchable). Null for the first version,
+     * whose content is the document's own.
+     */
+    version: integer('version').notNull().default(1),
+    name: text('name'),
+    description: text('description'),
+    metadata: jsonb('metadata').$type<Record<string, unknown>>(),
+    contentType: text('content_type'),
+    format: text('format'),
+    sizeBytes: bigint('size_bytes', { mode: 'number' }),
+    sha256: text('sha256'),
+    original: bytea('original'),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },

@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import type * as PdfJsModule from 'pdfjs-dist/legacy/build/pdf.mjs';
 import { dirname, join } from 'node:path';
 import { ParseError, messageOf } from './errors.ts';
+import { OcrTimeout, ocrParagraphs, recognise, renderPage } from './ocr.ts';
 import { pageParagraphs } from './pdf-layout.ts';
 import type { PositionedText } from './pdf-layout.ts';
 import { TextSink } from './text-sink.ts';
@@ -53,6 +54,10 @@ export async function parsePdf(bytes: Uint8Array, limits?: ParseLimits): Promise
     });
     const sink = new TextSink(limits);
     const pages = Math.min(document.numPages, limits?.maxPages ?? defaultMaxPdfPages);
+    const ocr = limits?.ocr;
+    const ocrDeadline = Date.now() + (ocr?.timeoutMs ?? 0);
+    let ocrPages = 0;
+    let ocrSkipped = 0;
     for (let number = 1; number <= pages && !sink.full; number += 1) {
       const page = await document.getPage(number);
       const content = await page.getTextContent();
@@ -68,11 +73,33 @@ export async function parsePdf(bytes: Uint8Array, limits?: ParseLimits): Promise
           hasEOL: item.hasEOL,
         });
       }
-      for (const paragraph of pageParagraphs(items)) if (!sink.add(paragraph)) break;
+      let paragraphs = pageParagraphs(items);
+      // No text layer: a scanned page. Recognised in page order, within the page cap and the time limit.
+      if (ocr !== undefined && items.every((item) => item.str.trim() === '')) {
+        const left = ocrDeadline - Date.now();
+        if (ocrPages >= ocr.maxPages || left <= 0) ocrSkipped += 1;
+        else {
+          ocrPages += 1;
+          try {
+            paragraphs = ocrParagraphs(await recognise(await renderPage(page), ocr, left));
+          } catch (error) {
+            if (!(error instanceof OcrTimeout)) {
+              throw new ParseError(`OCR of page ${number} failed: ${messageOf(error)}`, { cause: error });
+            }
+            ocrSkipped += 1;
+          }
+        }
+      }
+      for (const paragraph of paragraphs) if (!sink.add(paragraph)) break;
       page.cleanup();
     }
     if (document.numPages > pages) sink.markTruncated('page_limit');
-    return sink.result({ pages: document.numPages });
+    if (ocrSkipped > 0) sink.markTruncated('ocr_limit');
+    return sink.result({
+      pages: document.numPages,
+      ...(ocrPages > 0 ? { ocr_pages: ocrPages } : {}),
+      ...(ocrSkipped > 0 ? { ocr_skipped_pages: ocrSkipped } : {}),
+    });
   } catch (error) {
     throw error instanceof ParseError ? error : translate(error);
   } finally {

@@ -1,3 +1,5 @@
+import type { OcrSettings } from './ocr.ts';
+
 export type DocumentFormat = 'txt' | 'md' | 'html' | 'pdf' | 'docx' | 'csv' | 'json' | 'jsonl' | 'code';
 
 export interface ParsedDocument {
@@ -12,6 +14,8 @@ export interface ParseLimits {
   maxChars?: number;
   /** PDF pages read at most (default 2,000); a page-count bomb stops here with `truncated: page_limit`. */
   maxPages?: number;
+  /** OCR for PDF pages without a text layer; absent: such pages give no text. */
+  ocr?: OcrSettings;
 }
 
 export const defaultMaxChars = 10_000_000;

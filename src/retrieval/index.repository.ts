@@ -1,0 +1,138 @@
+import { sql } from 'drizzle-orm';
+import type { Db } from '../db/client.ts';
+import { chunks as chunksTable } from '../db/schema/chunks.ts';
+
+/** A chunk ready for the index: its text and place in the document, its vector and its BM25 terms. */
+export interface IndexedChunk {
+  position: number;
+  startChar: number;
+  endChar: number;
+  tokenCount: number;
+  content: string;
+  embedding: Float32Array;
+  /** Keyword-analyzer term frequencies and length, for the BM25 index. */
+  terms: Map<string, number>;
+  termCount: number;
+}
+
+const INSERT_BATCH = 200;
+
+/**
+ * The search index — chunks with their vectors, the BM25 postings, and the per-term and
+ * per-collection statistics — written only here, so the four stay in step. Every method runs in
+ * the transaction it is given (or on its own), so a caller can commit a document's state change
+ * together with its index.
+ *
+ * Every writer of one collection's statistics locks its collection_stats row first, so they queue
+ * on it and cannot deadlock on term_stats rows taken in different orders.
+ */
+export function createIndexRepository(db: Db) {
+  /** In the caller's transaction, or in one of its own: the statements of a change never commit apart. */
+  const within = <T>(tx: Db | undefined, work: (tx: Db) => Promise<T>): Promise<T> =>
+    tx === undefined ? db.transaction(work) : work(tx);
+
+  /** Deletes a document's chunks (postings go by cascade) and takes them out of the statistics. */
+  const removeDocument = async (documentId: string, collectionId: string, tx: Db): Promise<void> => {
+    await tx.execute(sql`
+      update collection_stats set
+        chunk_count = chunk_count - (select count(*) from chunks where document_id = ${documentId}),
+        total_terms = total_terms - (select coalesce(sum(term_count), 0) from chunks where document_id = ${documentId})
+      where collection_id = ${collectionId}`);
+    await tx.execute(sql`
+      update term_stats s set df = s.df - g.n
+      from (select term, count(*)::int as n from chunk_terms
+            where chunk_id in (select id from chunks where document_id = ${documentId}) group by term) g
+      where s.collection_id = ${collectionId} and s.term = g.term`);
+    await tx.execute(sql`delete from chunks where document_id = ${documentId}`);
+  };
+
+  /** Adds a document's chunks, postings and statistics. */
+  const addDocument = async (
+    documentId: string,
+    collectionId: string,
+    model: string,
+    chunks: readonly IndexedChunk[],
+    tx: Db,
+  ): Promise<void> => {
+    // The statistics row first: see the lock order above.
+    let terms = 0;
+    for (const c of chunks) terms += c.termCount;
+    await tx.execute(sql`
+      insert into collection_stats (collection_id, chunk_count, total_terms)
+      values (${collectionId}, ${chunks.length}, ${terms})
+      on conflict (collection_id) do update set chunk_count = collection_stats.chunk_count + excluded.chunk_count,
+        total_terms = collection_stats.total_terms + excluded.total_terms`);
+    for (let i = 0; i < chunks.length; i += INSERT_BATCH) {
+      const batch = chunks.slice(i, i + INSERT_BATCH);
+      const ids = await tx
+        .insert(chunksTable)
+        .values(
+          batch.map((c) => ({
+            documentId,
+            collectionId,
+            position: c.position,
+            startChar: c.startChar,
+            endChar: c.endChar,
+            tokenCount: c.tokenCount,
+            termCount: c.termCount,
+            content: c.content,
+            model,
+            embedding: Array.from(c.embedding),
+          })),
+        )
+        .returning({ id: chunksTable.id, position: chunksTable.position });
+      const idOf = new Map(ids.map((r) => [r.position, r.id]));
+      const postings = batch.flatMap((c) =>
+        [...c.terms].map(([term, tf]) => ({ term, chunkId: idOf.get(c.position) as number, tf, length: c.termCount })),
+      );
+      if (postings.length > 0) {
+        await tx.execute(sql`
+          insert into chunk_terms (collection_id, term, chunk_id, tf, length)
+          select ${collectionId}, * from unnest(
+            ${sql.param(postings.map((p) => p.term))}::text[], ${sql.param(postings.map((p) => p.chunkId))}::bigint[],
+            ${sql.param(postings.map((p) => p.tf))}::int[], ${sql.param(postings.map((p) => p.length))}::int[])`);
+      }
+    }
+    // Document frequencies: the number of this document's chunks holding each term.
+    const df = new Map<string, number>();
+    for (const c of chunks) for (const term of c.terms.keys()) df.set(term, (df.get(term) ?? 0) + 1);
+    if (df.size > 0) {
+      const sorted = [...df.keys()].sort();
+      await tx.execute(sql`
+        insert into term_stats (collection_id, term, df)
+        select ${collectionId}, * from unnest(${sql.param(sorted)}::text[], ${sql.param(sorted.map((t) => df.get(t) as number))}::int[])
+        on conflict (collection_id, term) do update set df = term_stats.df + excluded.df`);
+    }
+  };
+
+  return {
+    /** A new collection's (empty) statistics row. */
+    async openCollection(collectionId: string, tx?: Db): Promise<void> {
+      await (tx ?? db).execute(sql`insert into collection_stats (collection_id) values (${collectionId})`);
+    },
+
+    /** Takes a document out of the index (its chunks, postings and their statistics). */
+    async removeDocument(documentId: string, collectionId: string, tx?: Db): Promise<void> {
+      await within(tx, (t) => removeDocument(documentId, collectionId, t));
+    },
+
+    /**
+     * The document's chunks become exactly `chunks`: the old set goes and the new one comes in the
+     * caller's transaction, so a search sees one set or the other, never both and never neither.
+     */
+    async replaceDocument(
+      documentId: string,
+      collectionId: string,
+      model: string,
+      chunks: readonly IndexedChunk[],
+      tx?: Db,
+    ): Promise<void> {
+      await within(tx, async (t) => {
+        await removeDocument(documentId, collectionId, t);
+        await addDocument(documentId, collectionId, model, chunks, t);
+      });
+    },
+  };
+}
+
+export type IndexRepository = ReturnType<typeof createIndexRepository>;
