@@ -1,7 +1,9 @@
 /**
  * Local embedding throughput: chunks/s and tokens/s for short (≈30 tokens) and chunk-sized
- * (≈300 tokens, truncated to the model's 256) inputs at batch sizes 1–64, peak RSS, and the same
- * texts through Python sentence-transformers (PyTorch CPU) in the same run, with the ratio.
+ * (≈300 tokens, truncated to the model's 256) inputs at batch sizes 1–64, for each way of running
+ * the model (q8 padded batches, q8 one text per run, fp32 padded batches), how far each one's
+ * vectors move with their batch companions, peak RSS, and the same texts through Python
+ * sentence-transformers (PyTorch CPU) in the same run.
  *
  *   MODELS_DIR=… node bench/embed/embed.ts        (python from bench/embed/setup-python.sh,
  *                                                   or RAGPORT_BENCH_PYTHON)
