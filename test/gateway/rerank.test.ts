@@ -108,6 +108,13 @@ describe('POST /api/v1/rerank', () => {
     expect(t.app.usage.tokensRecorded(key.id) - before).toBe(body.usage.total_tokens);
   });
 
+  it('a discovered rerank model is not listed as a chat model', async () => {
+    const models = (await (await t.request('/api/v1/models')).json()) as { data: { id: string }[] };
+    const ids = models.data.map((m) => m.id);
+    expect(ids).toContain('mock-chat');
+    expect(ids).not.toContain('rerank-v3.5');
+  });
+
   it('fails over to the next provider when the first one errors, and answers 502 when all do', async () => {
     jina.inject({ kind: 'status', status: 503 }, 2);
     const response = await rerank({ model: 'jina-reranker-v2', query, documents, top_n: 1 });
