@@ -7,6 +7,7 @@ import type { Database } from './db/client.ts';
 import { randomBase62 } from './db/ids.ts';
 import { createGateway, type Gateway } from './gateway/gateway.ts';
 import { gatewayRoutes } from './gateway/gateway.routes.ts';
+import { rerankRoutes } from './gateway/rerank.routes.ts';
 import { healthRoutes } from './health/health.routes.ts';
 import { installAuth } from './http/auth.ts';
 import { frameworkErrorHandler, installErrorHandling } from './http/error-handler.ts';
@@ -231,6 +232,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   );
   await server.register(keysRoutes(keys));
   await server.register(gatewayRoutes(gateway.service));
+  await server.register(rerankRoutes(gateway.rerankers));
   if (config.metrics.token !== undefined && config.metrics.port === undefined) {
     await server.register(metricsRoutes(metrics, config.metrics.token));
   }
@@ -270,6 +272,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     collections,
     embeddings,
     settings: config.retrieval,
+    rerank: (keyId, request, signal) => gateway.rerankers.rerank(keyId, request, signal),
   });
   const tools = createToolRegistry([
     anyTool(ragSearchTool(retrieval)),

@@ -1,7 +1,9 @@
 /**
  * Local embedding throughput: chunks/s and tokens/s for short (≈30 tokens) and chunk-sized
- * (≈300 tokens, truncated to the model's 256) inputs at batch sizes 1–64, peak RSS, and the same
- * texts through Python sentence-transformers (PyTorch CPU) in the same run, with the ratio.
+ * (≈300 tokens, truncated to the model's 256) inputs at batch sizes 1–64, for each way of running
+ * the model (q8 padded batches, q8 one text per run, fp32 padded batches), how far each one's
+ * vectors move with their batch companions, peak RSS, and the same texts through Python
+ * sentence-transformers (PyTorch CPU) in the same run.
  *
  *   MODELS_DIR=… node bench/embed/embed.ts        (python from bench/embed/setup-python.sh,
  *                                                   or RAGPORT_BENCH_PYTHON)
@@ -23,15 +25,34 @@ const batches = [1, 8, 16, 32, 64];
 const seconds = Number(process.env.BENCH_SECONDS ?? 4);
 
 const config = loadConfig(process.env);
+// Each way of running the model (src/embeddings/local.model.ts): q8 padded is the batch-dependent
+// way of b2807fa, kept here for comparison.
+const variants = [
+  { name: 'q8 padded', dtype: 'q8', batching: 'padded' },
+  { name: 'q8 alone', dtype: 'q8', batching: 'alone' },
+  { name: 'fp32 padded', dtype: 'fp32', batching: 'padded' },
+] as const;
 const rows: { impl: string; kind: string; batch: number; chunks_per_s: number; tokens_per_s: number }[] = [];
-for (const dtype of ['q8', 'fp32'] as const) {
+const dot = (a: Float32Array, b: Float32Array) => a.reduce((s, x, i) => s + x * (b[i] as number), 0);
+/** Lowest cosine between a text embedded by itself and the same text inside a batch of 32. */
+const independence: Record<string, number> = {};
+for (const variant of variants) {
   const model = await loadLocalModel({
     id: config.embeddingModel,
     modelsDir: config.modelsDir,
     cacheDir: '/tmp/ragport-models',
-    dtype,
+    dtype: variant.dtype,
+    batching: variant.batching,
     maxBatch: 64,
   });
+  const mixed = [...short.slice(0, 16), ...long.slice(16, 32)];
+  const { vectors: together } = await model.embed(mixed, { priority: 'bulk' });
+  let lowest = 1;
+  for (const [i, text] of mixed.entries()) {
+    const { vectors: alone } = await model.embed([text], { priority: 'bulk' });
+    lowest = Math.min(lowest, dot(alone[0] as Float32Array, together[i] as Float32Array));
+  }
+  independence[variant.name] = lowest;
   for (const [kind, texts] of [
     ['short', short],
     ['long', long],
@@ -48,7 +69,7 @@ for (const dtype of ['q8', 'fp32'] as const) {
       }
       const elapsed = (performance.now() - start) / 1000;
       rows.push({
-        impl: `ragport ${dtype}`,
+        impl: `ragport ${variant.name}`,
         kind,
         batch,
         chunks_per_s: (rounds * texts.length) / elapsed,
@@ -75,25 +96,29 @@ const st = JSON.parse(
 for (const r of st.rows) rows.push({ impl: 'sentence-transformers', ...r });
 
 console.log(`\nEmbedding throughput, ${config.embeddingModel}, ${process.env.EMBEDDING_THREADS ?? 'all'} threads`);
-console.log(
-  'kind   batch   ragport q8 chunks/s (tok/s)   ragport fp32 chunks/s   sentence-transformers chunks/s   q8/ST   fp32/ST',
-);
+const impls = [...variants.map((v) => `ragport ${v.name}`), 'sentence-transformers'];
+console.log(`| kind | batch | ${impls.map((i) => `${i} texts/s (tok/s)`).join(' | ')} |`);
+console.log(`|---|---:|${impls.map(() => '---:').join('|')}|`);
 for (const kind of ['short', 'long']) {
   for (const batch of batches) {
-    const get = (impl: string) => rows.find((r) => r.impl === impl && r.kind === kind && r.batch === batch);
-    const q8 = get('ragport q8');
-    const fp32 = get('ragport fp32');
-    const ref = get('sentence-transformers');
-    console.log(
-      `${kind.padEnd(6)} ${String(batch).padStart(5)}   ${q8?.chunks_per_s.toFixed(1).padStart(8)} (${q8?.tokens_per_s.toFixed(0).padStart(6)})        ${fp32?.chunks_per_s.toFixed(1).padStart(8)}                ${ref?.chunks_per_s.toFixed(1).padStart(8)}               ${((q8?.chunks_per_s ?? 0) / (ref?.chunks_per_s ?? 1)).toFixed(2).padStart(5)}   ${((fp32?.chunks_per_s ?? 0) / (ref?.chunks_per_s ?? 1)).toFixed(2).padStart(5)}`,
-    );
+    const cells = impls.map((impl) => {
+      const r = rows.find((x) => x.impl === impl && x.kind === kind && x.batch === batch);
+      return r ? `${r.chunks_per_s.toFixed(1)} (${r.tokens_per_s.toFixed(0)})` : '-';
+    });
+    console.log(`| ${kind} | ${batch} | ${cells.join(' | ')} |`);
   }
 }
+console.log('\nmin cosine, a text alone vs inside a batch of 32 mixed-length texts:');
+for (const [name, value] of Object.entries(independence)) console.log(`  ${name.padEnd(12)} ${value.toFixed(6)}`);
 console.log(
-  `peak RSS: ragport (both dtypes loaded) ${nodeRss.toFixed(0)} MB, sentence-transformers ${st.peak_rss_mb.toFixed(0)} MB`,
+  `peak RSS: ragport (all variants loaded) ${nodeRss.toFixed(0)} MB, sentence-transformers ${st.peak_rss_mb.toFixed(0)} MB`,
 );
 console.log(
   'saved',
-  saveResults('embed', { rows, peak_rss_mb: { ragport: nodeRss, sentence_transformers: st.peak_rss_mb } }),
+  saveResults('embed', {
+    rows,
+    independence,
+    peak_rss_mb: { ragport: nodeRss, sentence_transformers: st.peak_rss_mb },
+  }),
 );
 process.exit(0);

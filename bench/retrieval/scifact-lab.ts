@@ -8,13 +8,13 @@
  *
  *   MODELS_DIR=… node bench/retrieval/scifact-lab.ts            (test queries, with title headers)
  *   SPLIT=train HEADERS=0 MODELS_DIR=… node bench/retrieval/scifact-lab.ts
+ *   EMBEDDING_DTYPE=q8 BATCHING=padded MODELS_DIR=… node bench/retrieval/scifact-lab.ts   (an embedding option)
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { pino } from 'pino';
 import { loadConfig } from '../../src/config.ts';
-import { loadEmbeddings } from '../../src/embeddings/load.ts';
+import { loadLocalModel } from '../../src/embeddings/local.model.ts';
 import { chunkText } from '../../src/ingestion/chunker.ts';
 import { documentTitle, withTitle } from '../../src/ingestion/title.ts';
 import { analyze } from '../../src/retrieval/analyzer.ts';
@@ -38,11 +38,17 @@ const queries = lines('queries.jsonl')
   .filter((q) => qrels.has(q._id));
 
 const config = loadConfig(process.env);
-const registry = await loadEmbeddings(config, pino({ level: 'warn' }));
-const resolved = registry.resolve('text-embedding-ada-002');
-if (!resolved.ok) throw new Error(resolved.message);
-const model = resolved.model;
-const cacheKey = `${model.name.replace(/\W/g, '_')}-${config.embeddingDtype}-${config.chunking.maxTokens}`;
+// BATCHING=padded|alone picks how the model runs batches (default: the model's own default).
+const batching =
+  process.env.BATCHING === 'padded' || process.env.BATCHING === 'alone' ? process.env.BATCHING : undefined;
+const model = await loadLocalModel({
+  id: config.embeddingModel,
+  modelsDir: config.modelsDir,
+  cacheDir: path.join(tmpdir(), 'ragport-models'),
+  dtype: config.embeddingDtype,
+  ...(batching ? { batching } : {}),
+});
+const cacheKey = `${model.name.replace(/\W/g, '_')}-${config.embeddingDtype}-${batching ?? 'default'}-${config.chunking.maxTokens}`;
 
 // Chunks as the ingestion worker makes them (each document uploaded as "title\n\ntext").
 const chunks: { doc: string; content: string; seen: string }[] = [];
@@ -164,7 +170,7 @@ const rrf = (k: number) => (l: Legs) => {
 };
 
 console.log(
-  `SciFact ${split} (${queries.length} queries), ${chunks.length} chunks, title headers ${headers ? 'on' : 'off'}`,
+  `SciFact ${split} (${queries.length} queries), ${chunks.length} chunks, title headers ${headers ? 'on' : 'off'}, ${config.embeddingDtype} ${batching ?? 'default'} batching`,
 );
 console.log(`dense    ${evaluate((l) => l.dense).toFixed(4)}`);
 console.log(`keyword  ${evaluate((l) => l.bm25).toFixed(4)}`);

@@ -83,7 +83,8 @@ export function createTurns({ retrieval, repo, contextWindow, logger }: TurnDeps
           document_id: h.document_id,
           title: h.metadata.title,
           content: h.content,
-          score: h.score,
+          // Sources keep their documented score, the cosine similarity their threshold applies to.
+          score: h.scores.dense,
         }));
       }
       const window = contextWindow(bot.model);

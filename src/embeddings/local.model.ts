@@ -41,6 +41,14 @@ export interface LocalModelOptions {
   dtype: 'fp32' | 'q8';
   threads?: number;
   maxBatch?: number;
+  /**
+   * How the texts of a batch share an inference run. `padded`: one run over the batch padded to its
+   * longest text; `alone`: one run per text, unpadded. The int8 model quantizes its activations
+   * dynamically over the whole input tensor, so batched q8 vectors depend on their companions
+   * (cosine ~0.99); it runs texts alone, which costs nothing on a few cores (bench/embed). fp32
+   * batches are exact up to float rounding. Default: `alone` for q8, `padded` for fp32.
+   */
+  batching?: 'alone' | 'padded';
 }
 
 export class ModelUnavailableError extends Error {}
@@ -133,7 +141,7 @@ export async function loadLocalModel(options: LocalModelOptions): Promise<Embedd
   const countTokens = async (texts: readonly string[]) =>
     texts.map((t) => tokenizer.encode(t, { add_special_tokens: false }).length);
 
-  const runBatch = async (texts: string[]) => {
+  const runPadded = async (texts: string[]) => {
     const inputs = tokenizer(texts, { padding: true, truncation: true, max_length: card.maxTokens });
     restoreSeparator(inputs.input_ids, inputs.attention_mask, tokenizer.sep_token_id);
     const mask = inputs.attention_mask;
@@ -147,7 +155,19 @@ export async function loadLocalModel(options: LocalModelOptions): Promise<Embedd
     return { vectors: pool(output.last_hidden_state, mask, card.pooling), tokenCounts };
   };
 
-  const batcher = createBatcher(runBatch, { maxBatch: options.maxBatch ?? 32 });
+  const runAlone = async (texts: string[]) => {
+    const vectors: Float32Array[] = [];
+    const tokenCounts: number[] = [];
+    for (const text of texts) {
+      const one = await runPadded([text]);
+      vectors.push(one.vectors[0] as Float32Array);
+      tokenCounts.push(one.tokenCounts[0] as number);
+    }
+    return { vectors, tokenCounts };
+  };
+  const batching = options.batching ?? (options.dtype === 'q8' ? 'alone' : 'padded');
+
+  const batcher = createBatcher(batching === 'alone' ? runAlone : runPadded, { maxBatch: options.maxBatch ?? 32 });
 
   return {
     name: options.id,

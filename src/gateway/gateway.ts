@@ -7,6 +7,7 @@ import type { ResolvedGatewayConfig, ResolvedProvider } from './providers/config
 import { createOpenAICompatibleProvider } from './providers/openai-compatible/adapter.ts';
 import type { ChatProvider, UpstreamFailure } from './providers/provider.ts';
 import { createRegistry } from './registry.ts';
+import { createRerankers } from './rerank.ts';
 
 export interface GatewayDeps {
   config: ResolvedGatewayConfig;
@@ -39,6 +40,7 @@ export function createGateway(deps: GatewayDeps) {
   return {
     service: createGatewayService({ registry, retry, usage: deps.usage, quota: deps.quota, logger, ...observe }),
     embeddingBackend: createEmbeddingBackends({ registry, retry, logger, ...observe }),
+    rerankers: createRerankers({ registry, retry, logger, usage: deps.usage, ...observe }),
     providers: registry.providers,
     close: () => registry.close(),
   };

@@ -3,7 +3,7 @@ import type { ResolvedGatewayConfig, ResolvedProvider } from './providers/config
 import type { ChatProvider } from './providers/provider.ts';
 import { CircuitBreaker, type Candidate } from './reliability.ts';
 
-export type ModelKind = 'chat' | 'embedding';
+export type ModelKind = 'chat' | 'embedding' | 'rerank';
 
 export interface ModelEntry {
   id: string;
@@ -12,9 +12,14 @@ export interface ModelEntry {
   owned_by: string;
 }
 
-/** Discovered models are sorted by name: embedding models have `embed` in it; audio, image and moderation models are no chat models. */
+/**
+ * Discovered models are sorted by name: embedding models have `embed` in it, rerank models
+ * `rerank`; audio, image and moderation models are no chat models.
+ */
 const isEmbeddingModel = (id: string) => /embed/i.test(id);
-const isChatModel = (id: string) => !isEmbeddingModel(id) && !/whisper|tts|dall-e|moderation|transcribe/i.test(id);
+const isRerankModel = (id: string) => /rerank/i.test(id);
+const isChatModel = (id: string) =>
+  !isEmbeddingModel(id) && !isRerankModel(id) && !/whisper|tts|dall-e|moderation|transcribe/i.test(id);
 
 const DISCOVERY_RETRY_MS = 15_000;
 
@@ -23,6 +28,7 @@ interface ProviderState {
   candidate: Candidate;
   chat: ReadonlySet<string>;
   embedding: ReadonlySet<string>;
+  rerank: ReadonlySet<string>;
   created: ReadonlyMap<string, number>;
   /** Discovered providers only: when the list was last fetched or tried. */
   discovers: boolean;
@@ -61,6 +67,7 @@ export function createRegistry({ config, createProvider, clock, logger }: Regist
       },
       chat: new Set(p.models ?? []),
       embedding: new Set(p.embedding_models ?? []),
+      rerank: new Set(p.rerank_models ?? []),
       created: new Map(),
       discovers: p.models === undefined,
       loadedAt: null,
@@ -78,6 +85,7 @@ export function createRegistry({ config, createProvider, clock, logger }: Regist
       for (const [kind, models] of [
         ['chat', state.chat],
         ['embedding', state.embedding],
+        ['rerank', state.rerank],
       ] as const) {
         for (const model of models) {
           const key = routeKey(kind, model);
@@ -99,6 +107,7 @@ export function createRegistry({ config, createProvider, clock, logger }: Regist
         const ids = models.map((m) => m.id);
         state.chat = new Set(ids.filter(isChatModel));
         if (state.config.embedding_models === undefined) state.embedding = new Set(ids.filter(isEmbeddingModel));
+        if (state.config.rerank_models === undefined) state.rerank = new Set(ids.filter(isRerankModel));
         state.created = new Map(models.map((m) => [m.id, m.created]));
         state.loadedAt = clock();
         rebuild();

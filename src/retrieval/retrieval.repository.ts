@@ -44,7 +44,10 @@ export interface SearchHit {
   metadata: Record<string, unknown> | null;
   position: number;
   content: string;
+  /** Cosine similarity of query and chunk. */
   similarity: number;
+  /** The chunk's exact BM25 for the query; null when the keyword leg did not run. */
+  bm25: number | null;
   fused: number;
 }
 
@@ -132,7 +135,7 @@ export function createRetrievalRepository(db: Db) {
     /**
      * One statement: the dense leg (HNSW, or exact) beside the BM25 leg's candidates, exact BM25
      * for every candidate, fusion (weighted normalised scores, or reciprocal ranks), then the
-     * cosine threshold and top_k.
+     * cosine threshold and top_k. Each hit carries its cosine, BM25 and fused score.
      */
     async search(q: SearchQuery): Promise<SearchHit[]> {
       const col = collectionLiteral(q.collectionId);
@@ -179,6 +182,11 @@ export function createRetrievalRepository(db: Db) {
           : sql`coalesce(${wDense} / (${q.rrfK}::float8 + s.dense_rank), 0)
                 + coalesce(${wKeyword} / (${q.rrfK}::float8 + s.keyword_rank), 0)`;
 
+      // Single-leg modes rank by that leg's own score (the same order as their fused value, which is
+      // monotone in it); hybrid by the fusion.
+      const order =
+        q.mode === 'dense' ? sql`f.similarity` : q.mode === 'keyword' ? sql`coalesce(f.bm25, 0)` : sql`f.fused`;
+
       const statement = sql`
         with qv as (select ${vec} as v),
         ${ctes},
@@ -196,19 +204,20 @@ export function createRetrievalRepository(db: Db) {
           select s.*, (1 - (c.embedding::vector(${dim}) <=> (select v from qv)))::float8 as similarity
           from candidates s join chunks c on c.id = s.id),
         fused as (
-          select s.id, s.similarity,
+          select s.id, s.similarity, s.bm25,
                  ${fusion} as fused
           from (select id, similarity, bm25,
                        case when in_dense then dense_rank end as dense_rank,
                        case when in_keyword then keyword_rank end as keyword_rank
                 from scored) s)
         select c.id as chunk_id, c.document_id, doc.name as document_name, doc.metadata, c.position, c.content,
-               f.similarity, f.fused::float8 as fused
+               f.similarity, ${q.mode === 'dense' ? sql`null::float8` : sql`coalesce(f.bm25, 0)::float8`} as bm25,
+               f.fused::float8 as fused
         from fused f
         join chunks c on c.id = f.id
         join documents doc on doc.id = c.document_id
         where f.similarity >= ${q.threshold}::float8
-        order by f.fused desc, c.id
+        order by ${order} desc, c.id
         limit ${q.topK}`;
 
       return db.transaction(async (tx) => {

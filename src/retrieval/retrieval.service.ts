@@ -1,5 +1,6 @@
 import type { CollectionsService } from '../collections/collections.service.ts';
 import type { EmbeddingRegistry } from '../embeddings/registry.ts';
+import type { RerankOutcome, RerankRequest } from '../gateway/rerank.ts';
 import { AppError } from '../http/errors.ts';
 import type { Principal } from '../keys/principal.ts';
 import { analyze } from './analyzer.ts';
@@ -25,13 +26,31 @@ export interface SearchRequest {
   threshold: number;
   filters?: Filters | undefined;
   mode: SearchMode;
+  /** Fusion weights for this request (hybrid); the configured ones where absent. */
+  weights?: { dense?: number | undefined; keyword?: number | undefined } | undefined;
+  /** Rerank the best `candidates` fused results with `model`, keeping the best top_k of them. */
+  rerank?: { model: string; candidates: number } | undefined;
+}
+
+/** The scores behind a result's rank; `score` is the last of them that applies. */
+export interface ScoreBreakdown {
+  /** Cosine similarity of query and chunk (what similarity_threshold applies to). */
+  dense: number;
+  /** BM25 of the chunk for the query (keyword and hybrid modes). */
+  keyword?: number;
+  /** The fusion of both legs (hybrid mode). */
+  fused?: number;
+  /** The reranker's relevance score (when the request reranked). */
+  rerank?: number;
 }
 
 export interface SearchResult {
   document_id: string;
+  /** The value the results are ordered by: rerank, else fused (hybrid), else the mode's own leg. */
   score: number;
   content: string;
   metadata: Record<string, unknown> & { title: string; path: string };
+  scores: ScoreBreakdown;
 }
 
 export interface RetrievalDeps {
@@ -39,10 +58,12 @@ export interface RetrievalDeps {
   collections: CollectionsService;
   embeddings: EmbeddingRegistry;
   settings: RetrievalSettings;
+  /** Upstream rerankers (the gateway's); usage is counted against the searching key. */
+  rerank?: (keyId: string, request: RerankRequest, signal?: AbortSignal) => Promise<RerankOutcome>;
 }
 
 /** Hybrid retrieval over one collection, shared by rag_search and chatbots. */
-export function createRetrievalService({ repo, collections, embeddings, settings }: RetrievalDeps) {
+export function createRetrievalService({ repo, collections, embeddings, settings, rerank }: RetrievalDeps) {
   return {
     async search(principal: Principal, request: SearchRequest, signal?: AbortSignal): Promise<SearchResult[]> {
       const collection = await collections.requireAccessible(principal, request.collection);
@@ -52,7 +73,9 @@ export function createRetrievalService({ repo, collections, embeddings, settings
       const counts = new Map<string, number>();
       for (const term of analyze(request.query)) counts.set(term, (counts.get(term) ?? 0) + 1);
       const terms = [...counts].map(([term, count]) => ({ term, count }));
-      const candidates = Math.max(request.topK * 4, 100);
+      // With a rerank stage the fused list is cut at its candidate count, then reranked to top_k.
+      const fusedK = request.rerank ? Math.max(request.topK, request.rerank.candidates) : request.topK;
+      const candidates = Math.max(fusedK * 4, 100);
       const bm25 = { k1: settings.bm25.k1, b: settings.bm25.b };
       // The BM25 leg needs no vector: it runs on its own connection while the query is embedded
       // (with the collection's own model: vector spaces are never mixed).
@@ -81,27 +104,50 @@ export function createRetrievalService({ repo, collections, embeddings, settings
         terms,
         mode: request.mode,
         candidates,
-        topK: request.topK,
+        topK: fusedK,
         threshold: request.threshold,
         filter,
         exact,
         fusion: settings.fusion,
         rrfK: settings.rrfK,
-        weights: settings.weights,
+        weights: {
+          dense: request.weights?.dense ?? settings.weights.dense,
+          keyword: request.weights?.keyword ?? settings.weights.keyword,
+        },
         efSearch: Math.max(settings.efSearch, candidates),
         bm25,
         keywordIds,
       });
-      return hits.map((h) => {
+      const results = hits.map((h): SearchResult => {
         const meta = h.metadata ?? {};
         const title = typeof meta.title === 'string' ? meta.title : h.document_name;
         const path = typeof meta.path === 'string' ? meta.path : `${collection.name}/${h.document_name}`;
+        const scores: ScoreBreakdown = { dense: h.similarity };
+        if (h.bm25 !== null) scores.keyword = h.bm25;
+        if (request.mode === 'hybrid') scores.fused = h.fused;
         return {
           document_id: h.document_id,
-          score: h.similarity,
+          score: scores.fused ?? scores.keyword ?? scores.dense,
           content: h.content,
           metadata: { ...meta, document_name: h.document_name, chunk_index: h.position, title, path },
+          scores,
         };
+      });
+      if (!request.rerank || results.length === 0) return results;
+      if (!rerank) throw new AppError({ code: 'service_unavailable', message: 'Reranking is not configured' });
+      const reranked = await rerank(
+        principal.keyId,
+        {
+          model: request.rerank.model,
+          query: request.query,
+          documents: results.map((r) => r.content),
+          topN: request.topK,
+        },
+        signal,
+      );
+      return reranked.results.map(({ index, relevanceScore }) => {
+        const r = results[index] as SearchResult;
+        return { ...r, score: relevanceScore, scores: { ...r.scores, rerank: relevanceScore } };
       });
     },
   };

@@ -47,10 +47,9 @@ describe('POST /api/v1/embeddings (local model)', () => {
     expect(body.data.map((d) => d.index)).toEqual([0, 1, 2]);
     const [cat, revenue, kitten] = body.data.map((d) => d.embedding as number[]) as [number[], number[], number[]];
     expect(cosine(cat, kitten)).toBeGreaterThan(cosine(cat, revenue) + 0.2);
-    // The same text alone and inside a batch gets (nearly) the same vector: int8 dynamic
-    // quantization scales activations per batch, so q8 vectors move by well under 2%.
+    // The same text alone and inside a batch gets the same vector (batch-independence.test.ts).
     const alone = (await (await embed({ model: 'text-embedding-3-small', input: input[1] })).json()) as EmbeddingsBody;
-    expect(cosine(alone.data[0]?.embedding as number[], revenue)).toBeGreaterThan(0.98);
+    expect(cosine(alone.data[0]?.embedding as number[], revenue)).toBeGreaterThanOrEqual(0.9999);
   });
 
   it('base64 is little-endian float32 of the same vector', async () => {

@@ -10,6 +10,7 @@ const stub = (name: string): ChatProvider => ({
   complete: () => Promise.reject(new Error('unused')),
   stream: () => Promise.reject(new Error('unused')),
   embed: () => Promise.reject(new Error('unused')),
+  rerank: () => Promise.reject(new Error('unused')),
   listModels: () => Promise.resolve([]),
   close: () => Promise.resolve(),
 });

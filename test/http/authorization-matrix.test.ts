@@ -188,6 +188,11 @@ const fixtures: Record<string, Fixture> = {
     shape: 'structured',
     restricted: 'unaffected',
   },
+  'POST /api/v1/rerank': {
+    request: fixed('/api/v1/rerank', { model: 'no-such-reranker', query: 'q', documents: ['d'] }),
+    shape: 'structured',
+    restricted: 'unaffected',
+  },
   'POST /api/v1/chat/completions': {
     request: fixed('/api/v1/chat/completions', { model: 'no-such-model', messages: [{ role: 'user', content: 'hi' }] }),
     shape: 'structured',

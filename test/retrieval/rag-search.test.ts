@@ -10,6 +10,7 @@ interface Hit {
   score: number;
   content: string;
   metadata: { title: string; path: string; document_name: string } & Record<string, unknown>;
+  scores: { dense: number; keyword?: number; fused?: number; rerank?: number };
 }
 
 let t: TestApp;
@@ -112,15 +113,17 @@ describe('tool-calling errors', () => {
 });
 
 describe('rag_search', () => {
-  it('returns document_id, cosine score, content and metadata with title and path', async () => {
+  it('returns document_id, score with its breakdown, content and metadata with title and path', async () => {
     const [top] = await hits({ query: 'Which animal purrs?', collection: 'kb', similarity_threshold: 0 });
     expect(top).toMatchObject({
       document_id: docIds.get('cats.txt'),
       content: expect.stringContaining('purr'),
       metadata: { title: 'cats.txt', path: 'kb/cats.txt', team: 'pets' },
     });
-    expect(top?.score).toBeGreaterThan(0.3);
-    expect(top?.score).toBeLessThanOrEqual(1);
+    expect(top?.scores.dense).toBeGreaterThan(0.3);
+    expect(top?.scores.dense).toBeLessThanOrEqual(1);
+    expect(top?.scores.keyword).toBeGreaterThan(0);
+    expect(top?.score).toBe(top?.scores.fused);
     const [rocket] = await hits({ query: 'rocket fuel', collection: 'kb', similarity_threshold: 0, top_k: 1 });
     expect(rocket?.metadata).toMatchObject({ title: 'Rocket Science', path: 'wiki/rockets' });
   });
@@ -139,7 +142,7 @@ describe('rag_search', () => {
     const all = await hits({ query: 'canines that bark', collection: 'kb', similarity_threshold: -1, top_k: 10 });
     const dog = all.find((h) => h.document_id === docIds.get('dogs.txt'));
     expect(dog).toBeDefined();
-    const at = dog?.score as number;
+    const at = dog?.scores.dense as number;
     const below = await hits({
       query: 'canines that bark',
       collection: 'kb',
@@ -154,10 +157,10 @@ describe('rag_search', () => {
       top_k: 10,
     });
     expect(above.map((h) => h.document_id)).not.toContain(docIds.get('dogs.txt'));
-    for (const h of above) expect(h.score).toBeGreaterThanOrEqual(at + 1e-6);
+    for (const h of above) expect(h.scores.dense).toBeGreaterThanOrEqual(at + 1e-6);
     // The default threshold is 0.5 on the cosine similarity.
     for (const h of await hits({ query: 'canines that bark', collection: 'kb', top_k: 10 }))
-      expect(h.score).toBeGreaterThanOrEqual(0.5);
+      expect(h.scores.dense).toBeGreaterThanOrEqual(0.5);
   });
 
   it('the keyword leg finds an exact identifier; hybrid ranks it first', async () => {

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 
 /**
  * An OpenAI-compatible upstream for tests and benchmarks: chat completions (plain and SSE),
- * /v1/models, /v1/embeddings, with latency, token pacing, injected faults, and a record of
+ * /v1/models, /v1/embeddings, /v1/rerank (Jina's or Cohere's response shape), with latency, token pacing, injected faults, and a record of
  * what it received (including whether the client aborted).
  */
 
@@ -41,6 +41,12 @@ export interface MockUpstreamOptions {
   record?: boolean;
   /** Status for GET /v1/models (e.g. 500 to play a provider that is down). */
   modelsStatus?: number;
+  /**
+   * /v1/rerank answers as Jina (and vLLM) do: `{model, usage: {total_tokens}, results: [{index,
+   * document: {text}, relevance_score}]}`; or as Cohere v2: `{id, results: [{index,
+   * relevance_score}], meta: {api_version, billed_units: {search_units}}}`, with no token count.
+   */
+  rerankFormat?: 'jina' | 'cohere';
   /** The assistant's text for a chat request; default `completionTokens` words `w0 w1 …`. Streams send it word by word. */
   reply?: (body: Record<string, unknown>) => string;
 }
@@ -114,6 +120,7 @@ export async function startMockUpstream(options: MockUpstreamOptions = {}): Prom
     apiKey: options.apiKey,
     maxEmbeddingBatch: options.maxEmbeddingBatch,
     reply: options.reply,
+    rerankFormat: options.rerankFormat ?? 'jina',
   };
   const requests: ReceivedRequest[] = [];
   const faults: Fault[] = [];
@@ -253,6 +260,44 @@ export async function startMockUpstream(options: MockUpstreamOptions = {}): Prom
     json(res, 200, { object: 'list', data, model: body.model, usage: { prompt_tokens: tokens, total_tokens: tokens } });
   };
 
+  /** Relevance: the share of the query's words found in the document (a stand-in for a cross-encoder). */
+  const rerank = (res: ServerResponse, body: Record<string, unknown>) => {
+    const documents = body.documents as unknown[];
+    if (typeof body.query !== 'string' || body.query === '') return error(res, 400, 'query must be a non-empty string');
+    if (!Array.isArray(documents) || documents.length === 0) return error(res, 400, 'documents must not be empty');
+    const texts = documents.map((d) => {
+      const text = typeof d === 'string' ? d : (d as { text?: unknown }).text;
+      return typeof text === 'string' ? text : '';
+    });
+    const words = (text: string) => text.toLowerCase().match(/[a-z0-9]+/g) ?? [];
+    const query = new Set(words(body.query));
+    const scored = texts.map((text, index) => {
+      const present = new Set(words(text));
+      const hits = [...query].filter((w) => present.has(w)).length;
+      return { index, relevance_score: hits / Math.max(query.size, 1) + 1 / (100 + text.length) };
+    });
+    scored.sort((a, b) => b.relevance_score - a.relevance_score);
+    const topN = typeof body.top_n === 'number' ? body.top_n : texts.length;
+    const results = scored.slice(0, topN);
+    if (settings.rerankFormat === 'cohere') {
+      return json(res, 200, {
+        id: `mock-rerank-${++sequence}`,
+        results,
+        meta: { api_version: { version: '2' }, billed_units: { search_units: 1 } },
+      });
+    }
+    const tokens = texts.reduce((n, t) => n + wordsIn(t) + query.size, 0);
+    json(res, 200, {
+      model: body.model,
+      usage: { total_tokens: tokens },
+      results: results.map((r) =>
+        body.return_documents === false
+          ? r
+          : { index: r.index, document: { text: texts[r.index] }, relevance_score: r.relevance_score },
+      ),
+    });
+  };
+
   const handle = (
     req: IncomingMessage,
     res: ServerResponse,
@@ -278,6 +323,7 @@ export async function startMockUpstream(options: MockUpstreamOptions = {}): Prom
     if (path === '/v1/chat/completions')
       return body.stream === true ? stream(res, body, fault) : complete(res, body, fault);
     if (path === '/v1/embeddings') return embeddings(res, body);
+    if (path === '/v1/rerank') return rerank(res, body);
     return error(res, 404, `no route ${req.method} ${path}`);
   };
 

@@ -17,6 +17,8 @@ export const providerConfigSchema = z
     /** Chat models served; absent means: discover them from the upstream's /models. */
     models: z.array(z.string().min(1)).optional(),
     embedding_models: z.array(z.string().min(1)).optional(),
+    /** Rerank models served at {base_url}/rerank; absent: discovered models with `rerank` in their id. */
+    rerank_models: z.array(z.string().min(1)).optional(),
     /** Lower is tried first; equal priorities share traffic by weight. */
     priority: z.number().int().default(0),
     weight: z.number().positive().default(1),

@@ -68,6 +68,19 @@ export interface EmbeddingResult {
   promptTokens: number;
 }
 
+/** One reranked document: its index in the request's documents and the upstream's score. */
+export interface RerankItem {
+  index: number;
+  relevanceScore: number;
+}
+
+export interface RerankResult {
+  /** Best first. */
+  results: RerankItem[];
+  /** Tokens the upstream reports (`usage.total_tokens`, or Cohere's `meta.billed_units.input_tokens`); 0 if none. */
+  totalTokens: number;
+}
+
 /** What the gateway needs of an upstream. Adapters live in `providers/<name>/`. */
 export interface ChatProvider {
   readonly name: string;
@@ -77,6 +90,8 @@ export interface ChatProvider {
   /** Resolves once the upstream accepted the request; events (and in-band failures) follow. */
   stream(params: ChatCompletionCreateParamsStreaming, signal?: AbortSignal): Promise<AsyncGenerator<StreamEvent>>;
   embed(model: string, inputs: string[], signal?: AbortSignal): Promise<EmbeddingResult>;
+  /** POST {base_url}/rerank in the Jina/Cohere/vLLM shape: `model`, `query`, `documents`, `top_n`. */
+  rerank(model: string, query: string, documents: string[], topN: number, signal?: AbortSignal): Promise<RerankResult>;
   listModels(signal?: AbortSignal): Promise<UpstreamModel[]>;
   close(): Promise<void>;
 }

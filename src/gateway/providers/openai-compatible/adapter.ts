@@ -3,7 +3,13 @@ import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/
 import type { CreateEmbeddingResponse } from 'openai/resources/embeddings';
 import type { Model } from 'openai/resources/models';
 import type { ResolvedProvider } from '../config.ts';
-import { UpstreamFailure, type ChatProvider, type StreamEvent, type UpstreamModel } from '../provider.ts';
+import {
+  UpstreamFailure,
+  type ChatProvider,
+  type RerankItem,
+  type StreamEvent,
+  type UpstreamModel,
+} from '../provider.ts';
 import { createUpstreamHttp, failureFrom, statusFailure } from './http.ts';
 import { createSseParser } from './sse.ts';
 
@@ -18,6 +24,13 @@ function decodeVector(value: number[] | string): number[] {
   const vector = new Array<number>(bytes.byteLength >> 2);
   for (let i = 0; i < vector.length; i++) vector[i] = bytes.readFloatLE(i * 4);
   return vector;
+}
+
+/** A rerank response as Jina, vLLM and Cohere (v1, v2) send it; only what ragport reads. */
+interface RerankBody {
+  results?: { index?: unknown; relevance_score?: unknown }[];
+  usage?: { total_tokens?: number };
+  meta?: { billed_units?: { input_tokens?: number } };
 }
 
 /** An OpenAI-compatible upstream over undici's pool: request bodies out, upstream bytes back. */
@@ -124,6 +137,28 @@ export function createOpenAICompatibleProvider(config: ResolvedProvider): ChatPr
       const vectors = new Array<number[]>(inputs.length);
       for (const [position, item] of data.entries()) vectors[item.index ?? position] = decodeVector(item.embedding);
       return { vectors, promptTokens: value.usage?.prompt_tokens ?? 0 };
+    },
+
+    async rerank(model, query, documents, topN, signal) {
+      // Documents go as strings (Cohere v2 accepts nothing else); ragport adds them back itself.
+      const payload = JSON.stringify({ model, query, documents, top_n: topN });
+      const response = await call('POST', '/rerank', payload, signal);
+      const { value } = await readJson<RerankBody>(response.body, signal);
+      if (!Array.isArray(value.results)) throw protocolFailure('rerank response has no results');
+      const results: RerankItem[] = [];
+      for (const item of value.results) {
+        const { index, relevance_score: score } = item;
+        if (typeof index !== 'number' || !Number.isInteger(index) || index < 0 || index >= documents.length) {
+          throw protocolFailure(`rerank result index ${String(index)} is not one of ${documents.length} documents`);
+        }
+        if (typeof score !== 'number' || !Number.isFinite(score)) {
+          throw protocolFailure('rerank result has no numeric relevance_score');
+        }
+        results.push({ index, relevanceScore: score });
+      }
+      results.sort((a, b) => b.relevanceScore - a.relevanceScore || a.index - b.index);
+      const totalTokens = value.usage?.total_tokens ?? value.meta?.billed_units?.input_tokens ?? 0;
+      return { results: results.slice(0, topN), totalTokens };
     },
 
     async listModels(signal) {
