@@ -5,80 +5,141 @@ import { AppError } from '../http/errors.ts';
  * Metadata filters, compiled to SQL on documents.metadata (alias `d`). `{key: value}` is
  * equality; operators: $eq $ne $in $nin $gt $gte $lt $lte $exists. Keys may be dotted paths.
  * Several keys must all match. Equality uses @> so the GIN index on metadata serves it.
+ *
+ * Every part of a filter is bounded before any SQL is built (docs/retrieval.md, "Filters and
+ * their limits"): a `$in` list once bound one parameter per value, and 32,800 of them overflowed
+ * the protocol's 16-bit parameter count, which left the embedded database broken.
  */
 export type Filters = Record<string, unknown>;
 
+export const filterLimits = {
+  /** Keys (conditions) in one filter object. */
+  keys: 50,
+  /** Values in one `$in` or `$nin` list. */
+  listValues: 1_000,
+  /** The whole filter, serialised as JSON. */
+  bytes: 65_536,
+  /** Nesting of objects and arrays inside a filter value. */
+  depth: 8,
+  /** Segments of a dotted key. */
+  pathSegments: 8,
+} as const;
+
 const operators = new Set(['$eq', '$ne', '$in', '$nin', '$gt', '$gte', '$lt', '$lte', '$exists']);
 
-const invalid = (message: string) => new AppError({ code: 'invalid_value', message: `parameters.filters.${message}` });
+const n = (value: number) => value.toLocaleString('en-US');
 
-function containing(path: string[], value: unknown): SQL {
-  let doc: unknown = value;
-  for (const key of [...path].reverse()) doc = { [key]: doc };
-  return sql`coalesce(d.metadata @> ${JSON.stringify(doc)}::jsonb, false)`;
-}
+/** `where` names the place in the request (`parameters.filters`) so messages point at it. */
+function compiler(where: string) {
+  const invalid = (message: string) => new AppError({ code: 'invalid_value', message: `${where}.${message}` });
 
-function compare(path: string[], op: string, value: unknown, key: string): SQL {
-  const sqlOp = sql.raw({ $gt: '>', $gte: '>=', $lt: '<', $lte: '<=' }[op] as string);
-  const at = sql`d.metadata #> ${sql.param(path)}::text[]`;
-  const text = sql`d.metadata #>> ${sql.param(path)}::text[]`;
-  if (typeof value === 'number' && Number.isFinite(value)) {
-    return sql`(jsonb_typeof(${at}) = 'number' and (${text})::numeric ${sqlOp} ${value})`;
-  }
-  if (typeof value === 'string') return sql`(jsonb_typeof(${at}) = 'string' and ${text} ${sqlOp} ${value})`;
-  throw invalid(`${key}.${op}: must be a number or a string`);
-}
-
-function condition(key: string, spec: unknown): SQL {
-  const path = key.split('.');
-  if (path.some((p) => p === '')) throw invalid(`${key}: empty key`);
-  const isOperatorObject =
-    spec !== null &&
-    typeof spec === 'object' &&
-    !Array.isArray(spec) &&
-    Object.keys(spec).some((k) => k.startsWith('$'));
-  if (!isOperatorObject) return containing(path, spec);
-  const parts: SQL[] = [];
-  for (const [op, value] of Object.entries(spec as Record<string, unknown>)) {
-    if (!operators.has(op)) throw invalid(`${key}: unknown operator ${op}`);
-    switch (op) {
-      case '$eq':
-        parts.push(containing(path, value));
-        break;
-      case '$ne':
-        parts.push(sql`not ${containing(path, value)}`);
-        break;
-      case '$in':
-      case '$nin': {
-        if (!Array.isArray(value) || value.length === 0) throw invalid(`${key}.${op}: must be a non-empty array`);
-        const any = sql.join(
-          value.map((v) => containing(path, v)),
-          sql` or `,
-        );
-        parts.push(op === '$in' ? sql`(${any})` : sql`not (${any})`);
-        break;
-      }
-      case '$exists': {
-        if (typeof value !== 'boolean') throw invalid(`${key}.$exists: must be true or false`);
-        const exists = sql`(d.metadata #> ${sql.param(path)}::text[]) is not null`;
-        parts.push(value ? exists : sql`not ${exists}`);
-        break;
-      }
-      default:
-        parts.push(compare(path, op, value, key));
+  const depthOf = (value: unknown): number => {
+    if (value === null || typeof value !== 'object') return 0;
+    let deepest = 0;
+    for (const child of Object.values(value)) {
+      deepest = Math.max(deepest, depthOf(child));
+      if (deepest >= filterLimits.depth) break;
     }
-  }
-  return sql.join(parts, sql` and `);
+    return deepest + 1;
+  };
+
+  /** The document `{a: {b: value}}` for the path a.b: what metadata must contain. */
+  const containment = (path: string[], value: unknown): unknown => {
+    let doc: unknown = value;
+    for (const key of [...path].reverse()) doc = { [key]: doc };
+    return doc;
+  };
+
+  const containing = (path: string[], value: unknown): SQL =>
+    sql`coalesce(d.metadata @> ${JSON.stringify(containment(path, value))}::jsonb, false)`;
+
+  /** Any of the values, bound as ONE jsonb array parameter however long the list. */
+  const containingAny = (path: string[], values: unknown[]): SQL => {
+    const docs = JSON.stringify(values.map((v) => containment(path, v)));
+    return sql`coalesce(d.metadata @> any(array(select jsonb_array_elements(${docs}::jsonb))), false)`;
+  };
+
+  const compare = (path: string[], op: string, value: unknown, key: string): SQL => {
+    const sqlOp = sql.raw({ $gt: '>', $gte: '>=', $lt: '<', $lte: '<=' }[op] as string);
+    const at = sql`d.metadata #> ${sql.param(path)}::text[]`;
+    const text = sql`d.metadata #>> ${sql.param(path)}::text[]`;
+    if (typeof value === 'number' && Number.isFinite(value)) {
+      return sql`(jsonb_typeof(${at}) = 'number' and (${text})::numeric ${sqlOp} ${value})`;
+    }
+    if (typeof value === 'string') return sql`(jsonb_typeof(${at}) = 'string' and ${text} ${sqlOp} ${value})`;
+    throw invalid(`${key}.${op}: must be a number or a string`);
+  };
+
+  const condition = (key: string, spec: unknown): SQL => {
+    const path = key.split('.');
+    if (path.some((p) => p === '')) throw invalid(`${key}: empty key`);
+    if (path.length > filterLimits.pathSegments) {
+      throw invalid(`${key}: at most ${filterLimits.pathSegments} path segments`);
+    }
+    if (depthOf(spec) > filterLimits.depth) throw invalid(`${key}: nested deeper than ${filterLimits.depth} levels`);
+    const isOperatorObject =
+      spec !== null &&
+      typeof spec === 'object' &&
+      !Array.isArray(spec) &&
+      Object.keys(spec).some((k) => k.startsWith('$'));
+    if (!isOperatorObject) return containing(path, spec);
+    const parts: SQL[] = [];
+    for (const [op, value] of Object.entries(spec as Record<string, unknown>)) {
+      if (!operators.has(op)) throw invalid(`${key}: unknown operator ${op}`);
+      switch (op) {
+        case '$eq':
+          parts.push(containing(path, value));
+          break;
+        case '$ne':
+          parts.push(sql`not ${containing(path, value)}`);
+          break;
+        case '$in':
+        case '$nin': {
+          if (!Array.isArray(value) || value.length === 0) throw invalid(`${key}.${op}: must be a non-empty array`);
+          if (value.length > filterLimits.listValues) {
+            throw invalid(`${key}.${op}: at most ${n(filterLimits.listValues)} values (got ${n(value.length)})`);
+          }
+          const any = containingAny(path, value);
+          parts.push(op === '$in' ? any : sql`not ${any}`);
+          break;
+        }
+        case '$exists': {
+          if (typeof value !== 'boolean') throw invalid(`${key}.$exists: must be true or false`);
+          const exists = sql`(d.metadata #> ${sql.param(path)}::text[]) is not null`;
+          parts.push(value ? exists : sql`not ${exists}`);
+          break;
+        }
+        default:
+          parts.push(compare(path, op, value, key));
+      }
+    }
+    return sql.join(parts, sql` and `);
+  };
+
+  return (filters: Filters | undefined): SQL | undefined => {
+    if (filters === undefined) return undefined;
+    const entries = Object.entries(filters);
+    if (entries.length === 0) return undefined;
+    if (entries.length > filterLimits.keys) throw invalid(`too many filters (at most ${filterLimits.keys} filters)`);
+    // Lists are checked first so the message names the list, not the size it makes.
+    for (const [key, spec] of entries) {
+      if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) continue;
+      for (const op of ['$in', '$nin'] as const) {
+        const list = (spec as Record<string, unknown>)[op];
+        if (Array.isArray(list) && list.length > filterLimits.listValues) {
+          throw invalid(`${key}.${op}: at most ${n(filterLimits.listValues)} values (got ${n(list.length)})`);
+        }
+      }
+    }
+    const bytes = Buffer.byteLength(JSON.stringify(filters));
+    if (bytes > filterLimits.bytes)
+      throw invalid(`filter of ${n(bytes)} bytes (at most ${n(filterLimits.bytes)} bytes)`);
+    return sql.join(
+      entries.map(([key, spec]) => sql`(${condition(key, spec)})`),
+      sql` and `,
+    );
+  };
 }
 
-/** SQL that is true for documents (alias `d`) matching every filter; `true` without filters. */
-export function compileFilters(filters: Filters | undefined): SQL | undefined {
-  if (filters === undefined) return undefined;
-  const entries = Object.entries(filters);
-  if (entries.length === 0) return undefined;
-  if (entries.length > 50) throw invalid('too many filters (at most 50)');
-  return sql.join(
-    entries.map(([key, spec]) => sql`(${condition(key, spec)})`),
-    sql` and `,
-  );
-}
+/** SQL that is true for documents (alias `d`) matching every filter; undefined without filters. */
+export const compileFilters = compiler('parameters.filters');
