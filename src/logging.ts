@@ -1,4 +1,4 @@
-import { pino, type Logger } from 'pino';
+import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 
 /** Paths that could carry secrets are censored wherever they appear in a log line. */
 const redact = [
@@ -13,6 +13,78 @@ const redact = [
   '*.api_key',
 ];
 
-export function createLogger(level: string): Logger {
-  return pino({ level, redact: { paths: redact, censor: '[redacted]' }, base: { service: 'ragport' } });
+/**
+ * No log line is longer than this (docs/operations.md). A 479 kB filter once produced one
+ * 13.7 MB error line (the failed SQL and all its parameters): at a standard key's rate that is
+ * ~800 MB of log a minute.
+ */
+export const maxLogLineBytes = 16_384;
+
+/** Strings in a logged error, and SQL text, are cut to this many characters. */
+const maxErrorString = 2_048;
+const maxListItems = 20;
+
+function bounded(value: unknown, depth = 0): unknown {
+  if (typeof value === 'string') {
+    return value.length <= maxErrorString
+      ? value
+      : `${value.slice(0, maxErrorString)}… [${value.length - maxErrorString} more characters]`;
+  }
+  if (value === null || typeof value !== 'object') return value;
+  if (depth > 4) return '[nested too deep]';
+  if (Array.isArray(value)) {
+    const items = value.slice(0, maxListItems).map((v) => bounded(v, depth + 1));
+    return value.length > maxListItems ? [...items, `… ${value.length - maxListItems} more`] : items;
+  }
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) {
+    // Bound parameters of a failed query are request data: their count is all a reader needs.
+    out[k] = k === 'params' && Array.isArray(v) ? `[${v.length} parameters]` : bounded(v, depth + 1);
+  }
+  return out;
+}
+
+/** Errors as pino serialises them, with SQL, messages and parameters cut to size. */
+function boundedError(error: unknown): unknown {
+  if (!(error instanceof Error)) return bounded(error);
+  return bounded(pino.stdSerializers.err(error));
+}
+
+/** The last guard: a line that is still too long is replaced by a short one that says so. */
+function capLine(line: string): string {
+  const bytes = Buffer.byteLength(line);
+  if (bytes <= maxLogLineBytes) return line;
+  let fields: Record<string, unknown> = {};
+  try {
+    fields = JSON.parse(line) as Record<string, unknown>;
+  } catch {
+    // Not JSON (never with these options): keep only the head below.
+  }
+  const pick = (k: string) => (fields[k] === undefined ? {} : { [k]: bounded(fields[k]) });
+  const short = {
+    ...pick('level'),
+    ...pick('time'),
+    ...pick('service'),
+    ...pick('reqId'),
+    msg: typeof fields.msg === 'string' ? fields.msg.slice(0, 1_024) : 'log line truncated',
+    truncated: true,
+    original_bytes: bytes,
+    head: line.slice(0, 2_048),
+  };
+  return `${JSON.stringify(short)}\n`;
+}
+
+/** Options every ragport logger uses: redaction, bounded errors and bounded lines. */
+export function loggerOptions(level: string): LoggerOptions {
+  return {
+    level,
+    redact: { paths: redact, censor: '[redacted]' },
+    base: { service: 'ragport' },
+    serializers: { err: boundedError, error: boundedError },
+    hooks: { streamWrite: capLine },
+  };
+}
+
+export function createLogger(level: string, destination?: DestinationStream): Logger {
+  return destination ? pino(loggerOptions(level), destination) : pino(loggerOptions(level));
 }

@@ -21,9 +21,16 @@ export interface Database {
   readonly kind: 'pglite' | 'postgres';
   readonly db: Db;
   migrate(): Promise<void>;
+  /** Reads a real table: true readiness, not a connected socket. */
   ping(): Promise<void>;
   close(): Promise<void>;
 }
+
+/**
+ * What `ping` runs: a read of a real table through its index, not a constant. `select 1` stayed
+ * true while a broken embedded database refused every key (issue 13).
+ */
+const readinessQuery = 'select id from api_keys order by id limit 1';
 
 export const migrationsFolder = fileURLToPath(new URL('../../migrations', import.meta.url));
 
@@ -65,7 +72,7 @@ export async function openPglite(dir?: string): Promise<Database> {
       await migratePglite(db as never, { migrationsFolder });
     },
     ping: async () => {
-      await client.query('select 1');
+      await client.query(readinessQuery);
     },
     close: async () => {
       if (!client.closed) await client.close();
@@ -106,7 +113,7 @@ export function openPostgres(options: PostgresOptions): Database {
       }
     },
     ping: async () => {
-      await db.execute(sql`select 1`);
+      await db.execute(sql.raw(readinessQuery));
     },
     close: async () => {
       await pool.end();

@@ -1,5 +1,5 @@
 import { Writable } from 'node:stream';
-import { pino } from 'pino';
+import { createLogger } from '../../src/logging.ts';
 import { buildApp, type App } from '../../src/app.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import type { Database } from '../../src/db/client.ts';
@@ -62,7 +62,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     database,
     limiter,
     embeddings: await testEmbeddings(),
-    logger: pino({ level: 'info' }, sink),
+    logger: createLogger('info', sink),
     ...(options.clock ? { clock: options.clock } : {}),
   });
   await app.server.listen({ port: 0, host: '127.0.0.1' });
