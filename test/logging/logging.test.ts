@@ -16,11 +16,12 @@ function capture() {
 
 // Issue 13, finding 7: a failed query was logged with its whole SQL text and every parameter.
 class FailedQuery extends Error {
-  constructor(
-    readonly query: string,
-    readonly params: unknown[],
-  ) {
+  readonly query: string;
+  readonly params: unknown[];
+  constructor(query: string, params: unknown[]) {
     super(`Failed query: ${query}\nparams: ${params.join(',')}`);
+    this.query = query;
+    this.params = params;
   }
 }
 
