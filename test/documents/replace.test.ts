@@ -155,6 +155,24 @@ describe('replacing a document in place', () => {
     const unknown = await replace('doc_missing', 'x.txt', 'nothing here');
     expect(unknown.status).toBe(404);
     expect(await unknown.json()).toEqual({ error: 'Document not found' });
+
+    // Bad new content is refused as an upload's would be, and the document is untouched.
+    const binary = new FormData();
+    binary.set('file', new Blob([new Uint8Array([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1, 0])]), 'tool.bin');
+    const refused = await t.request(`/api/v1/rag/documents/${a.id}`, { method: 'PUT', body: binary });
+    expect(refused.status).toBe(415);
+    const broken = await t.request(`/api/v1/rag/documents/${a.id}`, {
+      method: 'PUT',
+      headers: { 'content-type': 'multipart/form-data; boundary=x' },
+      body: '--x\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n\r\nunterminated',
+    });
+    expect(broken.status).toBe(400);
+    const empty = await t.request(`/api/v1/rag/documents/${a.id}`, {
+      method: 'PUT',
+      json: { name: 'e.txt', content: '' },
+    });
+    expect(empty.status).toBe(400);
+    expect(await getDocument(a.id)).toMatchObject({ status: 'processed', version: 2, name: 'gamma.html' });
   }, 120_000);
 
   it('supersedes a replace still processing: the latest content wins, the earlier never commits', async () => {
