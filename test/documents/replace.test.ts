@@ -199,6 +199,11 @@ describe('progress and cancel', () => {
   it('shows the stage and the chunks embedded while processing', async () => {
     await createCollection(t, 'progress');
     const doc = await upload('progress', 'big.txt', versionText('cobalt', 80));
+    // A second document waits behind it (one job at a time): cancelled while pending, it never runs.
+    const queued = await upload('progress', 'small.txt', 'A short note about quartz.');
+    const cancelled = await t.request(`/api/v1/rag/documents/${queued.id}/cancel`, { method: 'POST' });
+    expect(cancelled.status).toBe(200);
+    expect(await cancelled.json()).toMatchObject({ status: 'cancelled', progress: null });
     const seen = await watch(doc.id, (d) => d.status === 'processed' || d.status === 'failed');
     expect(seen.at(-1)).toMatchObject({ status: 'processed', progress: null });
     const progress = seen
@@ -217,6 +222,9 @@ describe('progress and cancel', () => {
     expect([...counts].sort((a, b) => a - b)).toEqual(counts);
     expect(counts.some((n) => n > 0 && n < total)).toBe(true);
     for (const p of progress) expect(['parsing', 'chunking', 'embedding']).toContain(p.stage);
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect(await getDocument(queued.id)).toMatchObject({ status: 'cancelled', chunk_count: 0 });
+    expect((await search('progress', 'quartz note')).some((h) => h.content.includes('quartz'))).toBe(false);
   }, 180_000);
 
   it('cancels mid-embedding: the worker stops between batches and the document ends cancelled', async () => {
