@@ -195,6 +195,24 @@ describe('replacing a document in place', () => {
   }, 180_000);
 });
 
+describe('concurrent replaces of one document', () => {
+  it('all are accepted, and exactly one of their versions ends searchable', async () => {
+    await createCollection(t, 'replace_race');
+    const doc = await upload('replace_race', 'r.txt', versionText('slate', 2));
+    await waitForDocument(t, doc.id);
+    const markers = ['amber', 'birch', 'cedar', 'dahlia', 'ember', 'fennel'];
+    const answers = await Promise.all(markers.map((m) => replace(doc.id, 'r.txt', versionText(m, 2))));
+    expect(answers.map((r) => r.status)).toEqual(markers.map(() => 202));
+    const done = await waitForDocument(t, doc.id);
+    expect(done).toMatchObject({ status: 'processed', version: markers.length + 1 });
+    const hits = await search('replace_race', 'survey report');
+    const found = new Set(hits.flatMap((h) => markers.filter((m) => h.content.includes(m))));
+    expect(found.size).toBe(1);
+    const bodies = await Promise.all(answers.map((r) => r.json() as Promise<DocumentBody>));
+    expect(bodies.every((b) => b.id === doc.id)).toBe(true);
+  }, 180_000);
+});
+
 describe('progress and cancel', () => {
   it('shows the stage and the chunks embedded while processing', async () => {
     await createCollection(t, 'progress');
