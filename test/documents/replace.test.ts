@@ -28,10 +28,10 @@ function versionText(marker: string, count: number): string {
   ).join('\n\n');
 }
 
-async function search(collection: string, query: string): Promise<Hit[]> {
+async function search(collection: string, query: string, mode = 'hybrid'): Promise<Hit[]> {
   const r = await t.request('/api/v1/agent/tool-calling', {
     method: 'POST',
-    json: { tool_name: 'rag_search', parameters: { query, collection, top_k: 20, similarity_threshold: -1 } },
+    json: { tool_name: 'rag_search', parameters: { query, collection, mode, top_k: 20, similarity_threshold: -1 } },
   });
   expect(r.status).toBe(200);
   return ((await r.json()) as { results: Hit[] }).results;
@@ -82,12 +82,15 @@ describe('replacing a document in place', () => {
     const queued = (await r.json()) as DocumentBody;
     expect(queued).toMatchObject({ id: v1.id, status: 'pending', version: 1, message: 'Document replacement queued' });
 
-    // Search in a loop while the new version ingests and commits.
+    // Search in a loop while the new version ingests and commits, in every mode: keyword search
+    // reads its candidates and scores them in two statements, and a commit may fall between them.
     const observed: ('aurora' | 'nebula')[] = [];
+    const modes = ['hybrid', 'keyword', 'dense'];
     let done = false;
     const loop = (async () => {
       while (!done) {
-        const hits = await search('replace_loop', 'survey report schedule inspections');
+        const mode = modes[observed.length % modes.length];
+        const hits = await search('replace_loop', 'survey report schedule inspections', mode);
         expect(hits.length).toBeGreaterThan(0);
         const versions = new Set(hits.map((h) => (h.content.includes('aurora') ? 'aurora' : 'nebula')));
         expect(hits.every((h) => h.content.includes('aurora') !== h.content.includes('nebula'))).toBe(true);
