@@ -1,5 +1,6 @@
 import { and, count, desc, eq, sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../db/client.ts';
+import { retryOnDeadlock } from '../db/errors.ts';
 import { collections } from '../db/schema/collections.ts';
 import { documents, type DocumentRow } from '../db/schema/documents.ts';
 import { ingestionJobs } from '../db/schema/jobs.ts';
@@ -42,8 +43,9 @@ export type NewVersion = Pick<
 
 /**
  * The document's unfinished jobs, locked: the first step of a replace or a cancel, taken before
- * the document row in the order the worker takes them (job, then document), so they cannot
- * deadlock with a worker committing.
+ * the document row in the order the worker takes them (job, then document). One cycle remains
+ * possible — a worker claiming a job that a concurrent replace of the same document queued a
+ * moment before — and PostgreSQL breaks it by aborting one side: replace and cancel then run again.
  */
 const lockActiveJobs = (tx: Db, documentId: string) =>
   queryRows<{ id: string }>(
@@ -99,34 +101,36 @@ export function createDocumentsRepository(db: Db) {
       content: NewVersion,
       jobId: string,
     ): Promise<Omit<DocumentRow, 'original'> | undefined> {
-      return db.transaction(async (tx) => {
-        await lockActiveJobs(tx, id);
-        const [doc] = await queryRows<{ version: number }>(
-          tx,
-          sql`select version from documents where id = ${id} for update`,
-        );
-        if (!doc) return undefined;
-        const [latest] = await queryRows<{ version: number }>(
-          tx,
-          sql`select coalesce(max(version), 0)::int as version from ingestion_jobs where document_id = ${id}`,
-        );
-        const version = Math.max(doc.version, latest?.version ?? 0) + 1;
-        await endActiveJobs(tx, id, `Superseded by version ${version}`);
-        await tx.insert(ingestionJobs).values({ id: jobId, documentId: id, version, ...content });
-        const [updated] = await tx
-          .update(documents)
-          .set({
-            status: 'pending',
-            error: null,
-            stage: null,
-            chunksEmbedded: null,
-            chunksTotal: null,
-            updatedAt: sql`now()`,
-          })
-          .where(eq(documents.id, id))
-          .returning(columns);
-        return updated;
-      });
+      return retryOnDeadlock(() =>
+        db.transaction(async (tx) => {
+          await lockActiveJobs(tx, id);
+          const [doc] = await queryRows<{ version: number }>(
+            tx,
+            sql`select version from documents where id = ${id} for update`,
+          );
+          if (!doc) return undefined;
+          const [latest] = await queryRows<{ version: number }>(
+            tx,
+            sql`select coalesce(max(version), 0)::int as version from ingestion_jobs where document_id = ${id}`,
+          );
+          const version = Math.max(doc.version, latest?.version ?? 0) + 1;
+          await endActiveJobs(tx, id, `Superseded by version ${version}`);
+          await tx.insert(ingestionJobs).values({ id: jobId, documentId: id, version, ...content });
+          const [updated] = await tx
+            .update(documents)
+            .set({
+              status: 'pending',
+              error: null,
+              stage: null,
+              chunksEmbedded: null,
+              chunksTotal: null,
+              updatedAt: sql`now()`,
+            })
+            .where(eq(documents.id, id))
+            .returning(columns);
+          return updated;
+        }),
+      );
     },
 
     /**
@@ -135,19 +139,21 @@ export function createDocumentsRepository(db: Db) {
      * 'idle' when there was nothing to cancel, undefined when the document is gone.
      */
     async cancel(id: string): Promise<'cancelled' | 'idle' | undefined> {
-      return db.transaction(async (tx) => {
-        const active = await lockActiveJobs(tx, id);
-        const [doc] = await queryRows(tx, sql`select id from documents where id = ${id} for update`);
-        if (!doc) return undefined;
-        if (active.length === 0) return 'idle';
-        await endActiveJobs(tx, id, 'Cancelled');
-        await tx.execute(
-          sql`update documents set status = case when processed_at is null then 'cancelled' else 'processed' end,
+      return retryOnDeadlock(() =>
+        db.transaction(async (tx) => {
+          const active = await lockActiveJobs(tx, id);
+          const [doc] = await queryRows(tx, sql`select id from documents where id = ${id} for update`);
+          if (!doc) return undefined;
+          if (active.length === 0) return 'idle';
+          await endActiveJobs(tx, id, 'Cancelled');
+          await tx.execute(
+            sql`update documents set status = case when processed_at is null then 'cancelled' else 'processed' end,
                 error = null, stage = null, chunks_embedded = null, chunks_total = null, updated_at = now()
               where id = ${id}`,
-        );
-        return 'cancelled';
-      });
+          );
+          return 'cancelled';
+        }),
+      );
     },
 
     async get(id: string): Promise<DocumentSummary | undefined> {

@@ -58,7 +58,7 @@ export function createMetrics(options: MetricsOptions) {
   });
   const jobs = new Counter({
     name: 'ragport_ingestion_jobs_total',
-    help: 'Ingestion jobs ended by this process, by outcome (processed, retry, failed, abandoned, deleted)',
+    help: 'Ingestion jobs ended by this process, by outcome (processed, retry, failed, abandoned, deleted, cancelled)',
     labelNames: ['outcome'] as const,
     registers: [registry],
   });

@@ -97,12 +97,15 @@ function collectionLiteral(collectionId: string): SQL {
 
 export function createRetrievalRepository(db: Db) {
   return {
-    /** Chunks of processed documents matching the filter: decides between exact and ANN search. */
+    /**
+     * Chunks of searchable documents matching the filter: decides between exact and ANN search. A
+     * document being replaced (or whose replace failed) still has its previous version's chunks.
+     */
     async countMatching(collectionId: string, filter: SQL): Promise<number> {
       const [row] = await queryRows<{ n: number }>(
         db,
         sql`select coalesce(sum(d.chunk_count), 0)::int as n from documents d
-            where d.collection_id = ${collectionId} and d.status = 'processed' and ${filter}`,
+            where d.collection_id = ${collectionId} and d.processed_at is not null and ${filter}`,
       );
       return row?.n ?? 0;
     },

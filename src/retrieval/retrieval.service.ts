@@ -79,17 +79,17 @@ export function createRetrievalService({ repo, collections, embeddings, settings
       const bm25 = { k1: settings.bm25.k1, b: settings.bm25.b };
       // The BM25 leg needs no vector: it runs on its own connection while the query is embedded
       // (with the collection's own model: vector spaces are never mixed).
+      const keywordCandidates = () =>
+        repo.keywordCandidates({
+          collectionId: collection.id,
+          terms,
+          filter,
+          candidates,
+          bm25,
+          termPostings: settings.bm25.termPostings,
+        });
       const [keywordIds, { vectors }, exact] = await Promise.all([
-        request.mode === 'dense'
-          ? []
-          : repo.keywordCandidates({
-              collectionId: collection.id,
-              terms,
-              filter,
-              candidates,
-              bm25,
-              termPostings: settings.bm25.termPostings,
-            }),
+        request.mode === 'dense' ? [] : keywordCandidates(),
         resolved.model.embed([request.query], {
           priority: 'interactive',
           asQuery: true,
@@ -97,27 +97,35 @@ export function createRetrievalService({ repo, collections, embeddings, settings
         }),
         filter !== undefined && repo.countMatching(collection.id, filter).then((n) => n <= settings.exactBelow),
       ]);
-      const hits = await repo.search({
-        collectionId: collection.id,
-        dimensions: collection.dimensions,
-        vector: vectors[0] as Float32Array,
-        terms,
-        mode: request.mode,
-        candidates,
-        topK: fusedK,
-        threshold: request.threshold,
-        filter,
-        exact,
-        fusion: settings.fusion,
-        rrfK: settings.rrfK,
-        weights: {
-          dense: request.weights?.dense ?? settings.weights.dense,
-          keyword: request.weights?.keyword ?? settings.weights.keyword,
-        },
-        efSearch: Math.max(settings.efSearch, candidates),
-        bm25,
-        keywordIds,
-      });
+      const search = (ids: readonly string[]) =>
+        repo.search({
+          collectionId: collection.id,
+          dimensions: collection.dimensions,
+          vector: vectors[0] as Float32Array,
+          terms,
+          mode: request.mode,
+          candidates,
+          topK: fusedK,
+          threshold: request.threshold,
+          filter,
+          exact,
+          fusion: settings.fusion,
+          rrfK: settings.rrfK,
+          weights: {
+            dense: request.weights?.dense ?? settings.weights.dense,
+            keyword: request.weights?.keyword ?? settings.weights.keyword,
+          },
+          efSearch: Math.max(settings.efSearch, candidates),
+          bm25,
+          keywordIds: ids,
+        });
+      let hits = await search(keywordIds);
+      // A replace (or delete) that committed between the two statements took the BM25 leg's
+      // candidates with it; in keyword mode nothing else is left, so the leg runs again on the new
+      // data rather than answer with nothing. (Hybrid still has its dense leg, read in one snapshot.)
+      if (hits.length === 0 && request.mode === 'keyword' && keywordIds.length > 0) {
+        hits = await search(await keywordCandidates());
+      }
       const results = hits.map((h): SearchResult => {
         const meta = h.metadata ?? {};
         const title = typeof meta.title === 'string' ? meta.title : h.document_name;

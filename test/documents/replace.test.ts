@@ -28,10 +28,10 @@ function versionText(marker: string, count: number): string {
   ).join('\n\n');
 }
 
-async function search(collection: string, query: string): Promise<Hit[]> {
+async function search(collection: string, query: string, mode = 'hybrid'): Promise<Hit[]> {
   const r = await t.request('/api/v1/agent/tool-calling', {
     method: 'POST',
-    json: { tool_name: 'rag_search', parameters: { query, collection, top_k: 20, similarity_threshold: -1 } },
+    json: { tool_name: 'rag_search', parameters: { query, collection, mode, top_k: 20, similarity_threshold: -1 } },
   });
   expect(r.status).toBe(200);
   return ((await r.json()) as { results: Hit[] }).results;
@@ -82,12 +82,15 @@ describe('replacing a document in place', () => {
     const queued = (await r.json()) as DocumentBody;
     expect(queued).toMatchObject({ id: v1.id, status: 'pending', version: 1, message: 'Document replacement queued' });
 
-    // Search in a loop while the new version ingests and commits.
+    // Search in a loop while the new version ingests and commits, in every mode: keyword search
+    // reads its candidates and scores them in two statements, and a commit may fall between them.
     const observed: ('aurora' | 'nebula')[] = [];
+    const modes = ['hybrid', 'keyword', 'dense'];
     let done = false;
     const loop = (async () => {
       while (!done) {
-        const hits = await search('replace_loop', 'survey report schedule inspections');
+        const mode = modes[observed.length % modes.length];
+        const hits = await search('replace_loop', 'survey report schedule inspections', mode);
         expect(hits.length).toBeGreaterThan(0);
         const versions = new Set(hits.map((h) => (h.content.includes('aurora') ? 'aurora' : 'nebula')));
         expect(hits.every((h) => h.content.includes('aurora') !== h.content.includes('nebula'))).toBe(true);
@@ -155,6 +158,24 @@ describe('replacing a document in place', () => {
     const unknown = await replace('doc_missing', 'x.txt', 'nothing here');
     expect(unknown.status).toBe(404);
     expect(await unknown.json()).toEqual({ error: 'Document not found' });
+
+    // Bad new content is refused as an upload's would be, and the document is untouched.
+    const binary = new FormData();
+    binary.set('file', new Blob([new Uint8Array([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1, 0])]), 'tool.bin');
+    const refused = await t.request(`/api/v1/rag/documents/${a.id}`, { method: 'PUT', body: binary });
+    expect(refused.status).toBe(415);
+    const broken = await t.request(`/api/v1/rag/documents/${a.id}`, {
+      method: 'PUT',
+      headers: { 'content-type': 'multipart/form-data; boundary=x' },
+      body: '--x\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n\r\nunterminated',
+    });
+    expect(broken.status).toBe(400);
+    const empty = await t.request(`/api/v1/rag/documents/${a.id}`, {
+      method: 'PUT',
+      json: { name: 'e.txt', content: '' },
+    });
+    expect(empty.status).toBe(400);
+    expect(await getDocument(a.id)).toMatchObject({ status: 'processed', version: 2, name: 'gamma.html' });
   }, 120_000);
 
   it('supersedes a replace still processing: the latest content wins, the earlier never commits', async () => {
@@ -177,10 +198,33 @@ describe('replacing a document in place', () => {
   }, 180_000);
 });
 
+describe('concurrent replaces of one document', () => {
+  it('all are accepted, and exactly one of their versions ends searchable', async () => {
+    await createCollection(t, 'replace_race');
+    const doc = await upload('replace_race', 'r.txt', versionText('slate', 2));
+    await waitForDocument(t, doc.id);
+    const markers = ['amber', 'birch', 'cedar', 'dahlia', 'ember', 'fennel'];
+    const answers = await Promise.all(markers.map((m) => replace(doc.id, 'r.txt', versionText(m, 2))));
+    expect(answers.map((r) => r.status)).toEqual(markers.map(() => 202));
+    const done = await waitForDocument(t, doc.id);
+    expect(done).toMatchObject({ status: 'processed', version: markers.length + 1 });
+    const hits = await search('replace_race', 'survey report');
+    const found = new Set(hits.flatMap((h) => markers.filter((m) => h.content.includes(m))));
+    expect(found.size).toBe(1);
+    const bodies = await Promise.all(answers.map((r) => r.json() as Promise<DocumentBody>));
+    expect(bodies.every((b) => b.id === doc.id)).toBe(true);
+  }, 180_000);
+});
+
 describe('progress and cancel', () => {
   it('shows the stage and the chunks embedded while processing', async () => {
     await createCollection(t, 'progress');
     const doc = await upload('progress', 'big.txt', versionText('cobalt', 80));
+    // A second document waits behind it (one job at a time): cancelled while pending, it never runs.
+    const queued = await upload('progress', 'small.txt', 'A short note about quartz.');
+    const cancelled = await t.request(`/api/v1/rag/documents/${queued.id}/cancel`, { method: 'POST' });
+    expect(cancelled.status).toBe(200);
+    expect(await cancelled.json()).toMatchObject({ status: 'cancelled', progress: null });
     const seen = await watch(doc.id, (d) => d.status === 'processed' || d.status === 'failed');
     expect(seen.at(-1)).toMatchObject({ status: 'processed', progress: null });
     const progress = seen
@@ -199,6 +243,9 @@ describe('progress and cancel', () => {
     expect([...counts].sort((a, b) => a - b)).toEqual(counts);
     expect(counts.some((n) => n > 0 && n < total)).toBe(true);
     for (const p of progress) expect(['parsing', 'chunking', 'embedding']).toContain(p.stage);
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect(await getDocument(queued.id)).toMatchObject({ status: 'cancelled', chunk_count: 0 });
+    expect((await search('progress', 'quartz note')).some((h) => h.content.includes('quartz'))).toBe(false);
   }, 180_000);
 
   it('cancels mid-embedding: the worker stops between batches and the document ends cancelled', async () => {
