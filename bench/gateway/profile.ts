@@ -10,11 +10,15 @@ import { runLoad } from './load.ts';
  * self time of the hottest functions. Not a test; a tool for bench/gateway/run.ts's CPU column.
  *
  *   node bench/gateway/profile.ts [profile-dir]      (BENCH_DURATION_MS, BENCH_CONCURRENCY)
+ *
+ * BENCH_STREAMS=1000 profiles that many held-open streams instead (50 ms, 50 tok/s, 100 tokens
+ * each, as in run.ts), each sent once: where the time to first token goes.
  */
 const here = path.dirname(fileURLToPath(import.meta.url));
 const dir = path.resolve(process.argv[2] ?? 'cpu-profiles');
 const durationMs = Number(process.env.BENCH_DURATION_MS ?? 5_000);
-const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 64);
+const streams = Number(process.env.BENCH_STREAMS ?? 0);
+const concurrency = streams > 0 ? streams : Number(process.env.BENCH_CONCURRENCY ?? 64);
 
 function start<T>(file: string, env: Record<string, string>, execArgv: string[] = []) {
   const child = fork(path.join(here, file), [], { execArgv, env: { ...process.env, ...env }, stdio: 'inherit' });
@@ -39,7 +43,11 @@ interface Profile {
 const mock = await start<{ url: string; port: number }>('mock-server.ts', {});
 await new Promise<void>((resolve) => {
   mock.child.once('message', () => resolve());
-  mock.child.send({ latencyMs: 0, tokensPerSecond: 0, completionTokens: 5 });
+  mock.child.send(
+    streams > 0
+      ? { latencyMs: 50, tokensPerSecond: 50, completionTokens: 100 }
+      : { latencyMs: 0, tokensPerSecond: 0, completionTokens: 5 },
+  );
 });
 const ragport = await start<{ port: number; key: string }>(
   'ragport-server.ts',
@@ -50,11 +58,19 @@ const result = await runLoad({
   origin: `http://127.0.0.1:${ragport.ready.port}`,
   path: '/api/v1/chat/completions',
   headers: { authorization: `Bearer ${ragport.ready.key}` },
-  body: JSON.stringify({ model: 'mock-chat', messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 16 }),
+  body: JSON.stringify({
+    model: 'mock-chat',
+    messages: [{ role: 'user', content: 'Say hello' }],
+    max_tokens: 16,
+    stream: streams > 0,
+  }),
   concurrency,
-  durationMs,
+  durationMs: streams > 0 ? 120_000 : durationMs,
+  ...(streams > 0 ? { perWorker: 1 } : {}),
 });
-process.stdout.write(`${result.rps.toFixed(0)} req/s, p50 ${result.p50.toFixed(2)} ms, errors ${result.errors}\n`);
+process.stdout.write(
+  `${result.requests} requests, ${result.rps.toFixed(0)} req/s, p50 ${result.p50.toFixed(2)} ms, TTFT p50/p99 ${result.ttft50.toFixed(1)}/${result.ttft99.toFixed(1)} ms, errors ${result.errors}\n`,
+);
 const exited = new Promise((resolve) => ragport.child.once('exit', resolve));
 ragport.child.disconnect();
 await exited;
@@ -71,7 +87,7 @@ const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile;
 // not those of start-up (module loading, the database opening).
 const self = new Map<number, number>();
 let at = profile.startTime;
-const from = profile.endTime - durationMs * 1000;
+const from = profile.endTime - (streams > 0 ? result.seconds * 1e6 : durationMs * 1000);
 profile.samples.forEach((id, i) => {
   at += profile.timeDeltas[i] ?? 0;
   if (at >= from) self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
