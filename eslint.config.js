@@ -25,5 +25,5 @@ export default tseslint.config(
     files: ['drizzle.config.ts', 'vitest.config.ts', 'eslint.config.js'],
     rules: { 'no-restricted-syntax': 'off' },
   },
-  { files: ['eslint.config.js'], ...tseslint.configs.disableTypeChecked },
+  { files: ['eslint.config.js', 'src/start.mjs'], ...tseslint.configs.disableTypeChecked },
 );

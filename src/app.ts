@@ -20,6 +20,7 @@ import { createKeysRepository } from './keys/keys.repository.ts';
 import { keysRoutes } from './keys/keys.routes.ts';
 import { createKeysService, type Clock } from './keys/keys.service.ts';
 import type { RateLimitStore } from './ratelimit/ratelimit.ts';
+import type { ToolState } from './startup-summary.ts';
 import { createChatbots } from './chatbots/chatbots.ts';
 import { createCollectionsRepository } from './collections/collections.repository.ts';
 import { collectionsRoutes } from './collections/collections.routes.ts';
@@ -76,6 +77,8 @@ export interface App {
   gateway: Gateway;
   /** Usage counters, written in batches; flushed when the server closes. */
   usage: UsageRecorder;
+  /** Which tools are on, and why the others are not (for the start-up summary). */
+  toolStates(): Promise<ToolState[]>;
 }
 
 const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
@@ -134,7 +137,9 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   installHttpMetrics(server, metrics);
   // One line per request; the key id, never the secret.
   server.addHook('onResponse', async (request, reply) => {
-    request.log.info(
+    // Load balancers and orchestrators poll these every few seconds: visible at debug only.
+    const polled = request.routeOptions.url === '/healthz' || request.routeOptions.url === '/readyz';
+    request.log[polled ? 'debug' : 'info'](
       {
         method: request.method,
         url: request.url,
@@ -213,7 +218,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
         },
         {
           name: 'embedding_models',
-          critical: false,
+          // Without its embedding model no collection can be created, filled or searched.
+          critical: true,
           check: async () => {
             const models = embeddings.status();
             return { ok: models.every((m) => m.ok), detail: models.map((m) => `${m.name}: ${m.detail}`).join('; ') };
@@ -311,5 +317,16 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     metrics,
     gateway,
     usage,
+    toolStates: async () => {
+      const python = await codeExecution.readiness.check();
+      return [
+        ...tools.all().map((t) => ({
+          name: t.name,
+          enabled: t.enabled(),
+          reason: t.enabled() ? undefined : t.disabledReason?.(),
+        })),
+        { name: 'code_execution python', enabled: python.ok, reason: python.ok ? undefined : python.detail },
+      ];
+    },
   };
 }

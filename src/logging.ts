@@ -14,6 +14,21 @@ const redact = [
 ];
 
 /**
+ * An error's message and its causes', each said once. Wrappers often repeat their cause (`fetch
+ * failed` over `fetch failed`, `X is unreachable` over `X is unreachable: ECONNREFUSED`), which
+ * pino's own serializer would print twice.
+ */
+export function messageWithCauses(error: unknown): string {
+  let text = '';
+  for (let e = error, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+    const message = e.message.trim();
+    if (message === '' || text.includes(message)) continue;
+    text = text === '' || message.includes(text) ? message : `${text}: ${message}`;
+  }
+  return text;
+}
+
+/**
  * No log line is longer than this (docs/operations.md). A 479 kB filter once produced one
  * 13.7 MB error line (the failed SQL and all its parameters): at a standard key's rate that is
  * ~800 MB of log a minute.
@@ -47,7 +62,7 @@ function bounded(value: unknown, depth = 0): unknown {
 /** Errors as pino serialises them, with SQL, messages and parameters cut to size. */
 function boundedError(error: unknown): unknown {
   if (!(error instanceof Error)) return bounded(error);
-  return bounded(pino.stdSerializers.err(error));
+  return bounded({ ...pino.stdSerializers.err(error), message: messageWithCauses(error) });
 }
 
 /** The last guard: a line that is still too long is replaced by a short one that says so. */

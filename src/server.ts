@@ -6,6 +6,7 @@ import { loadEmbeddings } from './embeddings/load.ts';
 import { createLogger } from './logging.ts';
 import { startMetricsServer } from './metrics/scrape.ts';
 import { createLimiter } from './ratelimit/create.ts';
+import { startupSummary } from './startup-summary.ts';
 
 /** After the deadline, how long streams get to write their error event before sockets are cut. */
 const STREAM_END_GRACE_MS = 250;
@@ -18,15 +19,32 @@ async function main(): Promise<void> {
   const limiter = await createLimiter({ redisUrl: config.redisUrl, redisFailureMode: config.redisFailureMode, logger });
   const embeddings = await loadEmbeddings(config, logger);
   const app = await buildApp({ config, database, limiter, logger, embeddings });
-  await app.server.listen({ port: config.port, host: config.host });
+  for (const line of startupSummary({
+    config,
+    database: database.kind,
+    embeddings,
+    tools: await app.toolStates(),
+  })) {
+    logger.info(line);
+  }
+  // Fastify logs one line per local address; one line, ours, says where ragport listens.
+  const fastifyLevel = app.server.log.level;
+  app.server.log.level = 'warn';
+  try {
+    await app.server.listen({ port: config.port, host: config.host });
+  } finally {
+    app.server.log.level = fastifyLevel;
+  }
   const { token, port: metricsPort } = config.metrics;
   const metricsServer =
     metricsPort !== undefined
       ? await startMetricsServer({ host: config.host, port: metricsPort, token, metrics: app.metrics, logger })
       : undefined;
+  const address = app.server.server.address();
+  const port = address !== null && typeof address === 'object' ? address.port : config.port;
   logger.info(
-    { port: config.port, metrics_port: metricsServer?.port, database: database.kind, rate_limits: limiter.name },
-    `ragport listening on ${config.host}:${config.port}`,
+    { port, metrics_port: metricsServer?.port, database: database.kind, rate_limits: limiter.name },
+    `ragport listening on http://${config.host}:${port}`,
   );
 
   let stopping = false;

@@ -40,6 +40,8 @@ const app = await buildApp({
   embeddings,
   config: {
     ...loadConfig({}),
+    // As deployed: the server's URL also carries the API-key change notifications.
+    databaseUrl,
     ingestionConcurrency: 0,
     adminKey,
     gateway: gatewayConfigFrom({

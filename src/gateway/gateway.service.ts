@@ -78,7 +78,14 @@ export function createGatewayService({ registry, retry, usage, quota, logger, on
   const prepare = async (model: string, caller: Caller | undefined): Promise<Candidate[]> => {
     const candidates = await registry.candidates(model, 'chat');
     if (candidates.length === 0) {
-      throw new AppError({ code: 'model_not_found', message: `The model '${model}' does not exist`, param: 'model' });
+      const hint = registry.hasChatProviders()
+        ? ''
+        : ': no chat provider is configured (set OPENAI_API_KEY, or list providers in the RAGPORT_CONFIG file)';
+      throw new AppError({
+        code: 'model_not_found',
+        message: `The model '${model}' does not exist${hint}`,
+        param: 'model',
+      });
     }
     if (caller !== undefined && caller.tokensPerMonth !== null) {
       const used = await quota.tokensThisMonth(caller.keyId);

@@ -162,6 +162,9 @@ export function createRegistry({ config, createProvider, clock, logger }: Regist
   };
 
   return {
+    /** Whether any provider is configured at all (for the hint on an unknown model). */
+    hasChatProviders: (): boolean => states.length > 0,
+
     /** The upstream model name an alias stands for (the name itself when it is no alias). */
     target: (model: string): string => config.aliases[model] ?? model,
 

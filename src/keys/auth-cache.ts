@@ -44,23 +44,31 @@ export function createAuthCache(options: AuthCacheOptions): AuthCache {
   // A lookup that started before a change must not store what it read: the change may already
   // have been announced, and the entry would then outlive it.
   let generation = 0;
+  const inflight = new Map<string, Promise<CachedKey | undefined>>();
 
   const invalidate = (keyId: string) => {
     generation++;
+    // A read in flight may predate the change: later requests must not join it.
+    inflight.clear();
     for (const [hash, entry] of byHash) if (entry.row.id === keyId) byHash.delete(hash);
   };
 
   return {
     async lookup(secretHash, load) {
       const enabled = options.ttlMs > 0 && options.usable();
-      if (enabled) {
-        const entry = byHash.get(secretHash);
-        if (entry !== undefined && options.clock() - entry.readAt < options.ttlMs) return entry;
-      }
+      if (!enabled) return load();
+      const entry = byHash.get(secretHash);
+      if (entry !== undefined && options.clock() - entry.readAt < options.ttlMs) return entry;
+      // A burst of requests with one key not yet in memory (a thousand streams opened at once)
+      // reads it once, not once per request queued on the connection pool.
+      const pending = inflight.get(secretHash);
+      if (pending !== undefined) return pending;
       const started = generation;
       const readAt = options.clock();
-      const loaded = await load();
-      if (loaded !== undefined && enabled && started === generation && options.usable()) {
+      const loading = load().finally(() => inflight.delete(secretHash));
+      inflight.set(secretHash, loading);
+      const loaded = await loading;
+      if (loaded !== undefined && started === generation && options.usable()) {
         if (byHash.size >= maxEntries) {
           const oldest = byHash.keys().next().value;
           if (oldest !== undefined) byHash.delete(oldest);
@@ -72,6 +80,7 @@ export function createAuthCache(options: AuthCacheOptions): AuthCache {
     invalidate,
     clear() {
       generation++;
+      inflight.clear();
       byHash.clear();
     },
     get size() {

@@ -18,6 +18,8 @@ export interface Tool<P = unknown, R = unknown> {
   readonly result: z.ZodType<R>;
   /** A disabled tool (e.g. no search provider configured) is reported as not found. */
   enabled(): boolean;
+  /** Why a disabled tool is off and what to configure: in its 404 and the start-up summary. */
+  disabledReason?(): string;
   run(parameters: P, context: ToolContext): Promise<R>;
 }
 

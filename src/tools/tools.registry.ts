@@ -9,6 +9,11 @@ export function createToolRegistry(tools: readonly Tool[]) {
       const tool = byName.get(name);
       return tool?.enabled() ? tool : undefined;
     },
+    /** Why a known tool is disabled, when it says. */
+    disabledReason(name: string): string | undefined {
+      const tool = byName.get(name);
+      return tool === undefined || tool.enabled() ? undefined : tool.disabledReason?.();
+    },
     all(): readonly Tool[] {
       return tools;
     },

@@ -46,7 +46,11 @@ export function toolsRoutes(tools: ToolRegistry) {
       },
       async (request, reply) => {
         const tool = tools.find(request.body.tool_name);
-        if (!tool) throw new AppError({ code: 'not_found', message: `Tool '${request.body.tool_name}' not found` });
+        if (!tool) {
+          const why = tools.disabledReason(request.body.tool_name);
+          const message = `Tool '${request.body.tool_name}' not found${why === undefined ? '' : `: ${why}`}`;
+          throw new AppError({ code: 'not_found', message });
+        }
         const parsed = tool.parameters.safeParse(request.body.parameters);
         if (!parsed.success)
           throw invalidFromIssues(parsed.error.issues, { prefix: 'parameters.', whole: 'parameters' });

@@ -1,24 +1,16 @@
 import { execFile, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, utimesSync, writeFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DataDirLockedError, LOCK_FILE, lockDataDir } from '../../src/db/data-dir-lock.ts';
 import { randomBase62 } from '../../src/db/ids.ts';
+import { scratchDirs } from '../support/scratch.ts';
 import { startServerProcess, spawnRagport } from '../support/processes.ts';
 
 const run = promisify(execFile);
 const cli = path.resolve(import.meta.dirname, '../../src/keys/keys.cli.ts');
-const dirs: string[] = [];
-const freshDir = () => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'ragport-lock-'));
-  dirs.push(dir);
-  return dir;
-};
-afterAll(() => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
+const freshDir = scratchDirs('ragport-lock-');
 
 /** A pid that belonged to a process that has exited. */
 const deadPid = (): number => {

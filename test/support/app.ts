@@ -1,10 +1,10 @@
 import { Writable } from 'node:stream';
-import { createLogger } from '../../src/logging.ts';
 import { buildApp, type App } from '../../src/app.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import type { Database } from '../../src/db/client.ts';
 import { gatewayConfigFrom } from '../../src/gateway/providers/config.ts';
 import { randomBase62 } from '../../src/db/ids.ts';
+import { createLogger } from '../../src/logging.ts';
 import type { Clock } from '../../src/keys/keys.service.ts';
 import { createMemoryStore } from '../../src/ratelimit/memory.store.ts';
 import type { RateLimitStore } from '../../src/ratelimit/ratelimit.ts';

@@ -53,7 +53,10 @@ describe('web_search with no provider configured', () => {
   it('is disabled and reported as not found', async () => {
     const response = await call(t, key, { query: 'anything' });
     expect(response.status).toBe(404);
-    expect(await response.json()).toEqual({ error: "Tool 'web_search' not found" });
+    expect(await response.json()).toEqual({
+      error:
+        "Tool 'web_search' not found: no search provider is configured; set BRAVE_SEARCH_API_KEY, TAVILY_API_KEY or SEARXNG_URL to enable it",
+    });
   });
 });
 

@@ -10,6 +10,9 @@ import { searxngProvider } from './providers/searxng.ts';
 import { tavilyProvider } from './providers/tavily.ts';
 import { search } from './search.client.ts';
 
+const NOT_CONFIGURED =
+  'no search provider is configured; set BRAVE_SEARCH_API_KEY, TAVILY_API_KEY or SEARXNG_URL to enable it';
+
 export const webSearchParameters = z.object({
   query: z.string().trim().min(1).max(1000),
   count: z.number().int().min(1).max(20).default(5),
@@ -45,8 +48,10 @@ export function createWebSearchTool(deps: {
     parameters: webSearchParameters,
     result: webSearchResult,
     enabled: () => selected !== undefined,
+    disabledReason: () => NOT_CONFIGURED,
     async run(parameters, context) {
-      if (!selected) throw new AppError({ code: 'not_found', message: "Tool 'web_search' not found" });
+      if (!selected)
+        throw new AppError({ code: 'not_found', message: `Tool 'web_search' not found: ${NOT_CONFIGURED}` });
       const { provider, secrets } = selected;
       const query = { query: parameters.query, count: parameters.count, timeRange: parameters.time_range };
       const key = JSON.stringify([query.query, query.count, query.timeRange ?? null]);

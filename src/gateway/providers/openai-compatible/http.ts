@@ -17,7 +17,7 @@ export function failureFrom(provider: string, error: unknown, signal?: AbortSign
       ? `Provider ${provider} timed out`
       : kind === 'aborted'
         ? 'Request aborted'
-        : `Provider ${provider} unreachable: ${reason}`;
+        : `Provider ${provider} is unreachable: ${reason}`;
   return new UpstreamFailure({ kind, provider, message, cause: error });
 }
 

@@ -1,0 +1,58 @@
+import path from 'node:path';
+import type { Config } from './config.ts';
+import { modelSource } from './embeddings/load.ts';
+import type { EmbeddingRegistry } from './embeddings/registry.ts';
+
+export interface ToolState {
+  name: string;
+  enabled: boolean;
+  /** Why it is off, when it is. */
+  reason: string | undefined;
+}
+
+export interface StartupFacts {
+  config: Config;
+  database: 'pglite' | 'postgres';
+  embeddings: EmbeddingRegistry;
+  tools: readonly ToolState[];
+}
+
+/** A database URL without its credentials. */
+function serverOf(url: string): string {
+  const parsed = new URL(url);
+  return `${parsed.hostname}${parsed.port ? `:${parsed.port}` : ''}${parsed.pathname}`;
+}
+
+/**
+ * What a new operator needs to know first, one line each: where the data is, whether an admin key
+ * is set, the embedding model and where it came from, the chat providers and the tools, with what
+ * to configure for whatever is off.
+ */
+export function startupSummary({ config, database, embeddings, tools }: StartupFacts): string[] {
+  const databaseLine =
+    database === 'pglite' || config.databaseUrl === undefined
+      ? `database: embedded PGlite in ${path.resolve(config.dataDir, 'pg')} (this process owns DATA_DIR)`
+      : `database: PostgreSQL server ${serverOf(config.databaseUrl)}`;
+  const adminLine =
+    config.adminKey !== undefined
+      ? 'admin key: set (RAGPORT_ADMIN_KEY)'
+      : 'admin key: not set; set RAGPORT_ADMIN_KEY to manage keys over the API, or create one with `npm run keys -- create` while the server is stopped';
+  const models = embeddings.status();
+  const modelLines = models.map(
+    (m) => `embedding model: ${m.name} from ${modelSource(config)}: ${m.ok ? 'loaded' : m.detail}`,
+  );
+  const providers = config.gateway.providers;
+  const chatLine =
+    providers.length === 0
+      ? 'chat providers: none configured; set OPENAI_API_KEY (and OPENAI_BASE_URL) or list providers in the RAGPORT_CONFIG file'
+      : `chat providers: ${providers
+          .map(
+            (p) =>
+              `${p.name} (${p.models === undefined ? 'models listed by the provider' : `${p.models.length} models`})`,
+          )
+          .join(', ')}`;
+  const toolLine = `tools: ${tools
+    .map((t) => (t.enabled ? `${t.name} on` : `${t.name} off (${t.reason ?? 'disabled'})`))
+    .join('; ')}`;
+  return [databaseLine, adminLine, ...modelLines, chatLine, toolLine];
+}

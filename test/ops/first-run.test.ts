@@ -1,0 +1,205 @@
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, symlinkSync } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import OpenAI from 'openai';
+import { describe, expect, it } from 'vitest';
+import { LOCK_FILE } from '../../src/db/data-dir-lock.ts';
+import { messageWithCauses } from '../../src/logging.ts';
+import { scratchDirs } from '../support/scratch.ts';
+import { startTestApp } from '../support/app.ts';
+import { freePort, spawnRagport, waitUntil, type RagportProcess } from '../support/processes.ts';
+
+const run = promisify(execFile);
+const root = path.resolve(import.meta.dirname, '../..');
+const freshDir = scratchDirs('ragport-first-run-');
+
+const logLines = (output: string) =>
+  output
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { level: number; msg: string; [k: string]: unknown });
+
+/** The machine's own Node, when it is older than ragport supports (Node 20 on the CI image). */
+const oldNode = ['/usr/bin/node', '/usr/local/bin/node'].find((p) => existsSync(p) && p !== process.execPath);
+
+describe('starting ragport the first time', { timeout: 180_000 }, () => {
+  it.skipIf(oldNode === undefined)('an old Node is told so in one sentence', async () => {
+    const { stdout: version } = await run(oldNode as string, ['--version']);
+    const [major = 0, minor = 0] = version.slice(1).split('.').map(Number);
+    if (major > 22 || (major === 22 && minor >= 18)) return;
+    const failed = run(oldNode as string, [path.join(root, 'src/start.mjs')], { cwd: root });
+    await expect(failed).rejects.toMatchObject({
+      code: 1,
+      stderr: `ragport needs Node.js 22.18 or newer (24 recommended), and this is Node.js ${version.trim().slice(1)}.\n`,
+    });
+  });
+
+  it('`npm start`: a summary, one listening line, polls at debug; it stops when its pid is signalled', async () => {
+    const port = await freePort();
+    const dataDir = freshDir();
+    const npm = spawn('npm', ['start'], {
+      cwd: root,
+      env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    npm.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    npm.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => npm.once('exit', (code) => resolve(code)));
+    const url = `http://127.0.0.1:${port}`;
+    try {
+      await waitUntil('npm start ready', async () => (await fetch(`${url}/readyz`)).status === 200, {
+        timeoutMs: 120_000,
+      });
+      await fetch(`${url}/healthz`);
+      await waitUntil('the listening line', async () => output.includes('ragport listening'));
+      const messages = logLines(output).map((l) => l.msg);
+      expect(messages).toContain(
+        `database: embedded PGlite in ${path.join(dataDir, 'pg')} (this process owns DATA_DIR)`,
+      );
+      expect(messages.find((m) => m.startsWith('admin key: '))).toMatch(/^admin key: not set; set RAGPORT_ADMIN_KEY/);
+      expect(messages.find((m) => m.startsWith('embedding model: '))).toBe(
+        `embedding model: sentence-transformers/all-MiniLM-L6-v2 from MODELS_DIR ${path.resolve(process.env.MODELS_DIR ?? '')}: loaded`,
+      );
+      expect(messages.find((m) => m.startsWith('chat providers: '))).toMatch(
+        /^chat providers: none configured; set OPENAI_API_KEY/,
+      );
+      expect(messages.find((m) => m.startsWith('tools: '))).toMatch(
+        /^tools: rag_search on; web_search off \(no search provider is configured; set BRAVE_SEARCH_API_KEY, TAVILY_API_KEY or SEARXNG_URL to enable it\); code_execution on/,
+      );
+      // One line says where it listens (not one per local address); health polls are not logged at info.
+      expect(output.match(/listening/gi)).toHaveLength(1);
+      expect(messages).toContain(`ragport listening on http://127.0.0.1:${port}`);
+      expect(logLines(output).filter((l) => l.msg === 'request')).toEqual([]);
+
+      // Stopping npm by its pid stops the server too: the port and the data directory are free.
+      npm.kill('SIGTERM');
+      await exited;
+      await waitUntil(
+        'the server gone',
+        async () =>
+          !(await fetch(`${url}/healthz`).then(
+            () => true,
+            () => false,
+          )),
+        {
+          timeoutMs: 20_000,
+        },
+      );
+      await waitUntil('the lock released', async () => !existsSync(path.join(dataDir, LOCK_FILE)), {
+        timeoutMs: 20_000,
+      });
+      expect(output).toContain('"msg":"stopped"');
+    } finally {
+      npm.kill('SIGKILL');
+    }
+  });
+
+  it('a missing model: not ready, says how to provide it (log, /readyz, 503), and is picked up once it appears', async () => {
+    const modelsDir = freshDir();
+    const adminKey = `admin_${'x'.repeat(40)}`;
+    const port = await freePort();
+    const server: RagportProcess = spawnRagport('server', {
+      PORT: String(port),
+      DATA_DIR: freshDir(),
+      MODELS_DIR: modelsDir,
+      RAGPORT_ADMIN_KEY: adminKey,
+    });
+    const url = `http://127.0.0.1:${port}`;
+    try {
+      await waitUntil('server up', async () => (await fetch(`${url}/healthz`)).ok, { process: server });
+      const guidance = [
+        `MODELS_DIR (${modelsDir}) does not hold it`,
+        'set MODELS_DIR to a directory holding sentence-transformers/all-MiniLM-L6-v2/',
+        '`bash .ci/fetch-model.sh` builds one and prints that directory',
+        'Loading is retried until it succeeds.',
+      ];
+      const ready = await fetch(`${url}/readyz`);
+      expect(ready.status).toBe(503);
+      const body = (await ready.json()) as {
+        status: string;
+        checks: { embedding_models: { ok: boolean; detail: string } };
+      };
+      expect(body.status).toBe('unavailable');
+      for (const text of guidance) expect(body.checks.embedding_models.detail).toContain(text);
+      const logged = logLines(server.output()).find((l) => l.msg.includes('not loaded'));
+      for (const text of guidance) expect(logged?.msg).toContain(text);
+
+      const create = () =>
+        fetch(`${url}/api/v1/rag/collections`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ name: 'notes' }),
+        });
+      const refused = await create();
+      expect(refused.status).toBe(503);
+      const message = ((await refused.json()) as { error: string }).error;
+      for (const text of guidance) expect(message).toContain(text);
+
+      // The model appears (copied, or fetched by .ci/fetch-model.sh): the retry loads it.
+      mkdirSync(path.join(modelsDir, 'sentence-transformers'));
+      symlinkSync(
+        path.join(process.env.MODELS_DIR as string, 'sentence-transformers/all-MiniLM-L6-v2'),
+        path.join(modelsDir, 'sentence-transformers/all-MiniLM-L6-v2'),
+      );
+      await waitUntil('ready with the model', async () => (await fetch(`${url}/readyz`)).status === 200, {
+        process: server,
+        timeoutMs: 60_000,
+      });
+      expect((await create()).status).toBe(201);
+    } finally {
+      await server.stop('SIGTERM');
+    }
+  });
+});
+
+describe('what is missing, and why something failed, said once', () => {
+  it('chat with no provider configured says so', async () => {
+    const t = await startTestApp();
+    try {
+      const client = new OpenAI({ apiKey: t.adminKey, baseURL: `${t.url}/api/v1`, maxRetries: 0 });
+      const failed = client.chat.completions.create({
+        model: 'gpt-4o-mini',
+        messages: [{ role: 'user', content: 'hi' }],
+      });
+      await expect(failed).rejects.toMatchObject({
+        status: 404,
+        message: expect.stringContaining(
+          "The model 'gpt-4o-mini' does not exist: no chat provider is configured (set OPENAI_API_KEY, or list providers in the RAGPORT_CONFIG file)",
+        ),
+      });
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('an unreachable provider is logged with its cause once', async () => {
+    const closedPort = await freePort();
+    const t = await startTestApp({
+      gateway: { providers: [{ name: 'openai', base_url: `http://127.0.0.1:${closedPort}/v1`, models: ['m'] }] },
+    });
+    try {
+      const response = await t.request('/api/v1/chat/completions', {
+        method: 'POST',
+        json: { model: 'm', messages: [{ role: 'user', content: 'hi' }] },
+      });
+      expect(response.status).toBe(502);
+      const line = t.logs.find((l) => l.msg === 'request failed') as { err: { message: string } } | undefined;
+      expect(line?.err.message).toMatch(/^Provider openai is unreachable: connect ECONNREFUSED 127\.0\.0\.1:\d+$/);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('messageWithCauses drops causes that repeat what was said', () => {
+    const root = new Error('getaddrinfo ENOTFOUND hub.example');
+    const fetchFailed = new TypeError('fetch failed', { cause: root });
+    expect(messageWithCauses(new Error('fetch failed', { cause: fetchFailed }))).toBe(
+      'fetch failed: getaddrinfo ENOTFOUND hub.example',
+    );
+    expect(messageWithCauses(new Error('loading failed', { cause: fetchFailed }))).toBe(
+      'loading failed: fetch failed: getaddrinfo ENOTFOUND hub.example',
+    );
+  });
+});
