@@ -28,6 +28,7 @@ import { createCollectionsService } from './collections/collections.service.ts';
 import { createDocumentsRepository } from './documents/documents.repository.ts';
 import { documentsRoutes } from './documents/documents.routes.ts';
 import { createDocumentsService } from './documents/documents.service.ts';
+import { createSettledWaiters } from './documents/settled.ts';
 import { embeddingsRoutes } from './embeddings/embeddings.routes.ts';
 import { createEmbeddingsService } from './embeddings/embeddings.service.ts';
 import type { EmbeddingRegistry } from './embeddings/registry.ts';
@@ -263,10 +264,13 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     embeddings,
     hnsw: config.hnsw,
   });
+  const settled = createSettledWaiters(database);
+  server.addHook('onClose', () => settled.close());
   const documents = createDocumentsService({
     repo: createDocumentsRepository(database.db),
     collections,
     onQueued: () => worker?.wake(),
+    settled,
   });
   await server.register(collectionsRoutes(collections));
   await server.register(documentsRoutes(documents, config.uploadLimitBytes));

@@ -11,6 +11,7 @@ import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import pg from 'pg';
 import { lockDataDir } from './data-dir-lock.ts';
+import { listen } from './notifications.ts';
 import * as schema from './schema/index.ts';
 
 export type Schema = typeof schema;
@@ -23,6 +24,16 @@ export interface Database {
   migrate(): Promise<void>;
   /** Reads a real table: true readiness, not a connected socket. */
   ping(): Promise<void>;
+  /**
+   * LISTEN on `channel`: in process on PGlite, on a connection of its own on the server
+   * (reconnected after a failure). `onGap` runs whenever messages may have been missed — and
+   * once the server connection is up — so a listener re-reads what it waits for.
+   */
+  listen(channel: string, onMessage: (payload: string) => void, onGap: () => void): Promise<Subscription>;
+  close(): Promise<void>;
+}
+
+export interface Subscription {
   close(): Promise<void>;
 }
 
@@ -74,6 +85,10 @@ export async function openPglite(dir?: string): Promise<Database> {
     ping: async () => {
       await client.query(readinessQuery);
     },
+    listen: async (channel, onMessage) => {
+      const unsubscribe = await client.listen(channel, onMessage);
+      return { close: () => (client.closed ? Promise.resolve() : unsubscribe()) };
+    },
     close: async () => {
       if (!client.closed) await client.close();
     },
@@ -114,6 +129,17 @@ export function openPostgres(options: PostgresOptions): Database {
     },
     ping: async () => {
       await db.execute(sql.raw(readinessQuery));
+    },
+    listen: async (channel, onMessage, onGap) => {
+      const listener = await listen({
+        url: options.url,
+        channels: [channel],
+        name: `ragport-${channel}`,
+        onMessage: (_channel, payload) => onMessage(payload),
+        onGap,
+        onError: (error) => options.onPoolError?.(error),
+      });
+      return { close: () => listener.close() };
     },
     close: async () => {
       await pool.end();

@@ -1,10 +1,12 @@
 import multipart from '@fastify/multipart';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { clientGone } from '../http/abort.ts';
 import { principalOf } from '../http/auth.ts';
 import { AppError, invalidFromIssues } from '../http/errors.ts';
 import type { DocumentsService, Upload } from './documents.service.ts';
 import {
+  waitQuery,
   collectionDocumentsParams,
   documentList,
   documentParams,
@@ -101,15 +103,24 @@ export function documentsRoutes(documents: DocumentsService, uploadLimitBytes: n
           operationId: 'uploadDocument',
           tags,
           description:
-            "Upload a file as multipart/form-data (field `file`, optional `description` and `metadata` as a JSON string), or text as JSON {name, content, description?, metadata?}. Processing happens in the background: poll the document's `status`.",
+            "Upload a file as multipart/form-data (field `file`, optional `description` and `metadata` as a JSON string), or text as JSON {name, content, description?, metadata?}. Processing happens in the background: poll the document's `status`, or add `?wait=true` to answer once it is processed, failed or cancelled (200), or at `timeout` seconds with the state then (202).",
           params: collectionDocumentsParams,
-          response: { 202: documentRecord },
+          querystring: waitQuery,
+          response: { 200: documentRecord, 202: documentRecord },
         },
       },
       async (request, reply) => {
         const upload = request.isMultipart() ? await readMultipart(request) : readJson(request.body);
-        const created = await documents.upload(principalOf(request), request.params.collection_name, upload);
-        return reply.code(202).send(created);
+        const principal = principalOf(request);
+        const created = await documents.upload(principal, request.params.collection_name, upload);
+        if (!request.query.wait) return reply.code(202).send(created);
+        const { document, settled } = await documents.awaitSettled(
+          principal,
+          created.id,
+          request.query.timeout * 1000,
+          clientGone(reply),
+        );
+        return reply.code(settled ? 200 : 202).send(document);
       },
     );
 
@@ -138,9 +149,27 @@ export function documentsRoutes(documents: DocumentsService, uploadLimitBytes: n
       '/api/v1/rag/documents/:document_id',
       {
         config: { access: 'read', family },
-        schema: { operationId: 'getDocument', tags, params: documentParams, response: { 200: documentRecord } },
+        schema: {
+          operationId: 'getDocument',
+          tags,
+          description:
+            'With `wait=true`, answers once the document is processed, failed or cancelled, or at `timeout` seconds with its state then (a long poll: nothing is polled while waiting).',
+          params: documentParams,
+          querystring: waitQuery,
+          response: { 200: documentRecord },
+        },
       },
-      async (request) => documents.get(principalOf(request), request.params.document_id),
+      async (request, reply) => {
+        const id = request.params.document_id;
+        if (!request.query.wait) return documents.get(principalOf(request), id);
+        const waited = await documents.awaitSettled(
+          principalOf(request),
+          id,
+          request.query.timeout * 1000,
+          clientGone(reply),
+        );
+        return waited.document;
+      },
     );
 
     app.put(

@@ -50,6 +50,22 @@ export const listQuery = z.object({
   page_size: z.coerce.number().int().min(1).max(100).default(20),
 });
 
+/** `?wait=true[&timeout=s]`: answer once the document is processed, failed or cancelled. */
+export const waitQuery = z.object({
+  wait: z
+    .enum(['true', 'false'])
+    .optional()
+    .transform((v) => v === 'true')
+    .describe('Answer only once the document is processed, failed or cancelled (or at the timeout)'),
+  timeout: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(300)
+    .default(30)
+    .describe('Seconds to wait with wait=true (1–300, default 30)'),
+});
+
 export const documentStatus = z.enum(['pending', 'processing', 'processed', 'failed', 'cancelled']);
 
 export const ingestionProgress = z

@@ -7,6 +7,7 @@ import { classifyUpload, contentTypeOf, sniffBytes } from '../ingestion/parsers/
 import { canUseCollection, type Principal } from '../keys/principal.ts';
 import type { DocumentSummary, DocumentsRepository } from './documents.repository.ts';
 import type { DocumentRecord } from './documents.schemas.ts';
+import type { SettledWaiters } from './settled.ts';
 
 export interface Upload {
   name: string;
@@ -21,7 +22,12 @@ export interface DocumentsServiceDeps {
   collections: CollectionsService;
   /** Tells in-process workers a job is waiting, so they need not wait for their next poll. */
   onQueued: () => void;
+  /** Long-polls for documents to settle (`?wait=true`). */
+  settled: SettledWaiters;
 }
+
+/** States a document rests in until something is done to it; waiting ends at any of them. */
+const restingStates: ReadonlySet<string> = new Set(['processed', 'failed', 'cancelled']);
 
 const NOT_FOUND = 'Document not found';
 
@@ -63,7 +69,7 @@ function readUpload(upload: Upload) {
   };
 }
 
-export function createDocumentsService({ repo, collections, onQueued }: DocumentsServiceDeps) {
+export function createDocumentsService({ repo, collections, onQueued, settled }: DocumentsServiceDeps) {
   const requireDocument = async (principal: Principal, id: string) => {
     const row = await repo.get(id);
     // A document in a collection the key may not use is reported exactly like a missing one.
@@ -110,6 +116,26 @@ export function createDocumentsService({ repo, collections, onQueued }: Document
       const collection = await collections.requireAccessible(principal, collectionName);
       const { rows, total } = await repo.list(collection.id, page, pageSize);
       return { documents: rows.map(toDocumentRecord), page, page_size: pageSize, total };
+    },
+
+    /**
+     * The document once it is processed, failed or cancelled, or as it is when `timeoutMs` passes
+     * or the client goes (`settled` false). A document deleted meanwhile is a 404.
+     */
+    async awaitSettled(
+      principal: Principal,
+      id: string,
+      timeoutMs: number,
+      signal: AbortSignal,
+    ): Promise<{ document: DocumentRecord; settled: boolean }> {
+      await requireDocument(principal, id);
+      let last: DocumentSummary | undefined;
+      const done = await settled.until(id, timeoutMs, signal, async () => {
+        last = await requireDocument(principal, id);
+        return restingStates.has(last.status);
+      });
+      const row = done && last !== undefined ? last : await requireDocument(principal, id);
+      return { document: toDocumentRecord(row), settled: done || restingStates.has(row.status) };
     },
 
     async get(principal: Principal, id: string): Promise<DocumentRecord> {

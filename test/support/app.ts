@@ -26,6 +26,8 @@ export interface TestApp {
   adminKey: string;
   config: Config;
   database: Database;
+  /** The database's URL for other connections (PostgreSQL server, owned database only). */
+  databaseUrl: string | undefined;
   /** Every log line the app wrote, parsed. */
   logs: Record<string, unknown>[];
   rawLogs: () => string;
@@ -81,6 +83,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   return {
     app,
     url,
+    databaseUrl: owned?.url,
     adminKey,
     config,
     database,
