@@ -26,8 +26,12 @@
 #   RAGPORT_MODELS_CACHE  models root (default ~/.cache/ragport-ci/models)
 #   RAGPORT_MODEL_VENV    venv used for the one-time export (default ~/.cache/ragport-ci/modelvenv)
 #   RAGPORT_PYTHON        python 3.11 used to create that venv (default python3)
-#   RAGPORT_TORCH_WHEEL   torch 2.13.0+cpu wheel file (default: /opt/wheels/torch-2.13.0+cpu-cp311-*.whl,
-#                         else `pip install torch==2.13.0`, which must resolve to a CPU build)
+#   RAGPORT_TORCH_WHEEL   torch 2.13.0+cpu wheel file (default: /opt/wheels/torch-2.13.0+cpu-cp311-*.whl)
+#   RAGPORT_TORCH_INDEX_URL  else: a package index serving PyTorch's CPU wheels (pip --index-url)
+#   RAGPORT_TORCH_FROM_PIP=1 else: plain `pip install torch==2.13.0` (pip config must give a CPU build)
+#   With none of these the script stops before downloading anything: a plain pip install of torch
+#   resolves to a CUDA build of several GB on an ordinary Linux machine.
+# Needs Python 3.11 (the wheel is cp311) and about 1.3 GB for the one-time venv.
 #   RAGPORT_FETCH_FORCE=1 rebuild even if the output is complete
 # Everything but the last stdout line goes to stderr.
 set -euo pipefail
@@ -94,8 +98,24 @@ setup_venv() {
   if [[ -z "$torch_src" ]]; then
     for w in /opt/wheels/torch-2.13.0+cpu-cp311-*.whl; do [[ -f "$w" ]] && torch_src="$w" && break; done
   fi
-  say "installing ${torch_src:-$TORCH_REQ} (CPU)"
-  "${pip[@]}" install "${torch_src:-$TORCH_REQ}" >&2
+  if [[ -n "$torch_src" ]]; then
+    say "installing $torch_src (CPU)"
+    "${pip[@]}" install "$torch_src" >&2
+  elif [[ -n "${RAGPORT_TORCH_INDEX_URL:-}" ]]; then
+    say "installing $TORCH_REQ (CPU) from RAGPORT_TORCH_INDEX_URL"
+    "${pip[@]}" install --index-url "$RAGPORT_TORCH_INDEX_URL" "$TORCH_REQ" >&2
+  elif [[ "${RAGPORT_TORCH_FROM_PIP:-}" == 1 ]]; then
+    say "installing $TORCH_REQ as pip resolves it (must be a CPU build)"
+    "${pip[@]}" install "$TORCH_REQ" >&2
+  else
+    # A plain `pip install torch` on an ordinary Linux machine resolves to a CUDA build of several
+    # GB: say what to do instead of downloading it and failing afterwards.
+    say "error: no CPU build of torch 2.13.0 found. Set one of:"
+    say "  RAGPORT_TORCH_WHEEL=/path/to/torch-2.13.0+cpu-cp311-….whl"
+    say "  RAGPORT_TORCH_INDEX_URL=<a package index serving PyTorch's CPU wheels>"
+    say "  RAGPORT_TORCH_FROM_PIP=1 (your pip configuration already resolves torch to a CPU build)"
+    exit 1
+  fi
   if ! "$VENV/bin/python" -W ignore -c 'import sys, torch; sys.exit(0 if torch.version.cuda is None else 1)'; then
     say "error: pip installed a CUDA build of torch; put the torch 2.13.0+cpu wheel in pip's find-links"
     exit 1
