@@ -29,6 +29,11 @@ import { createDocumentsRepository } from './documents/documents.repository.ts';
 import { documentsRoutes } from './documents/documents.routes.ts';
 import { createDocumentsService } from './documents/documents.service.ts';
 import { createSettledWaiters } from './documents/settled.ts';
+import { startWebhookSender, type WebhookSender } from './webhooks/sender.ts';
+import { createSealer } from './webhooks/signing.ts';
+import { createWebhooksRepository } from './webhooks/webhooks.repository.ts';
+import { webhooksRoutes } from './webhooks/webhooks.routes.ts';
+import { createWebhooksService } from './webhooks/webhooks.service.ts';
 import { embeddingsRoutes } from './embeddings/embeddings.routes.ts';
 import { createEmbeddingsService } from './embeddings/embeddings.service.ts';
 import type { EmbeddingRegistry } from './embeddings/registry.ts';
@@ -238,6 +243,9 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     ),
   );
   await server.register(keysRoutes(keys));
+  const webhooksRepo = createWebhooksRepository(database.db);
+  const sealer = config.webhooks.signingKey === undefined ? undefined : createSealer(config.webhooks.signingKey);
+  await server.register(webhooksRoutes(createWebhooksService({ repo: webhooksRepo, sealer })));
   await server.register(gatewayRoutes(gateway.service));
   await server.register(rerankRoutes(gateway.rerankers));
   if (config.metrics.token !== undefined && config.metrics.port === undefined) {
@@ -302,13 +310,18 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   });
   await server.register(chatbots.routes);
 
+  // Webhook deliveries are sent by the workers: here when this process ingests, else `npm run worker`.
+  let sender: WebhookSender | undefined;
   server.addHook('onClose', async () => {
     await worker?.stop();
+    await sender?.stop();
     await codeExecution.settled();
   });
 
   await server.ready();
   worker?.start();
+  if (worker !== undefined)
+    sender = startWebhookSender({ repo: webhooksRepo, sealer, config: config.webhooks, logger });
   return {
     server,
     routes,

@@ -17,6 +17,15 @@ const DEFAULT_FUSION_WEIGHTS = {
  * Every environment variable ragport reads, with its default. The README's configuration
  * table is checked against the keys of this object by a test, so the two cannot drift.
  */
+export interface WebhookConfig {
+  /** Seals endpoint signing secrets at rest; without it no endpoint can be registered. */
+  signingKey: string | undefined;
+  allowPrivateTargets: boolean;
+  timeoutMs: number;
+  maxAttempts: number;
+  retryBaseMs: number;
+}
+
 export const envSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   HOST: z.string().min(1).default('0.0.0.0'),
@@ -43,6 +52,11 @@ export const envSchema = z.object({
   CHUNK_OVERLAP_TOKENS: z.coerce.number().int().min(0).max(4096).default(32),
   INGESTION_CONCURRENCY: z.coerce.number().int().min(0).max(64).default(4),
   INGESTION_LEASE_MS: z.coerce.number().int().min(500).max(3_600_000).default(30_000),
+  WEBHOOK_SIGNING_KEY: z.string().min(32, 'WEBHOOK_SIGNING_KEY must be at least 32 characters').optional(),
+  WEBHOOK_ALLOW_PRIVATE_TARGETS: bool.default(false),
+  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
+  WEBHOOK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(20).default(8),
+  WEBHOOK_RETRY_BASE_MS: z.coerce.number().int().min(10).max(3_600_000).default(10_000),
   INGESTION_EMBED_BATCH: z.coerce.number().int().min(1).max(1024).default(32),
   OCR_LANGUAGES: z
     .string()
@@ -127,6 +141,7 @@ export interface Config {
   chunking: { maxTokens: number; overlapTokens: number };
   ingestionConcurrency: number;
   ingestionLeaseMs: number;
+  webhooks: WebhookConfig;
   /** Chunks embedded between two progress reports (and cancellation checks) of a job. */
   ingestionEmbedBatch: number;
   parsing: ParsingConfig;
@@ -251,6 +266,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     chunking: { maxTokens: e.CHUNK_TOKENS, overlapTokens: e.CHUNK_OVERLAP_TOKENS },
     ingestionConcurrency: e.INGESTION_CONCURRENCY,
     ingestionLeaseMs: e.INGESTION_LEASE_MS,
+    webhooks: {
+      signingKey: e.WEBHOOK_SIGNING_KEY,
+      allowPrivateTargets: e.WEBHOOK_ALLOW_PRIVATE_TARGETS,
+      timeoutMs: e.WEBHOOK_TIMEOUT_MS,
+      maxAttempts: e.WEBHOOK_MAX_ATTEMPTS,
+      retryBaseMs: e.WEBHOOK_RETRY_BASE_MS,
+    },
     ingestionEmbedBatch: e.INGESTION_EMBED_BATCH,
     parsing: {
       concurrency: e.PARSE_CONCURRENCY,

@@ -8,6 +8,9 @@ import { createLogger } from './logging.ts';
 import { countEmbeddings } from './metrics/embeddings.ts';
 import { createMetrics } from './metrics/metrics.ts';
 import { startMetricsServer } from './metrics/scrape.ts';
+import { startWebhookSender } from './webhooks/sender.ts';
+import { createSealer } from './webhooks/signing.ts';
+import { createWebhooksRepository } from './webhooks/webhooks.repository.ts';
 
 /** A standalone ingestion worker (`npm run worker`): claims jobs from the shared queue, serves no API. */
 async function main(): Promise<void> {
@@ -44,6 +47,12 @@ async function main(): Promise<void> {
   const metricsServer =
     port !== undefined ? await startMetricsServer({ host: config.host, port, token, metrics, logger }) : undefined;
   worker.start();
+  const sender = startWebhookSender({
+    repo: createWebhooksRepository(database.db),
+    sealer: config.webhooks.signingKey === undefined ? undefined : createSealer(config.webhooks.signingKey),
+    config: config.webhooks,
+    logger,
+  });
   logger.info({ worker: worker.id, metrics_port: metricsServer?.port }, 'ingestion worker started');
 
   let stopping = false;
@@ -58,6 +67,7 @@ async function main(): Promise<void> {
     }, config.shutdownTimeoutMs);
     deadline.unref();
     await worker.stop();
+    await sender.stop();
     await metricsServer?.close();
     await database.close();
     logger.info('worker stopped');

@@ -28,7 +28,7 @@ export function randomBase62(length: number): string {
   return out;
 }
 
-export type IdPrefix = 'key' | 'col' | 'doc' | 'job' | 'chk' | 'bot' | 'conv' | 'msg' | 'req';
+export type IdPrefix = 'key' | 'col' | 'doc' | 'job' | 'chk' | 'bot' | 'conv' | 'msg' | 'req' | 'whk';
 
 /** Prefixed opaque identifiers (`col_…`), 22 base62 characters ≈ 131 random bits. */
 export const newId = (prefix: IdPrefix): string => `${prefix}_${randomBase62(22)}`;

@@ -1,4 +1,4 @@
-export const scopes = ['read', 'write', 'delete', 'chat', 'embeddings', 'tools', 'admin'] as const;
+export const scopes = ['read', 'write', 'delete', 'chat', 'embeddings', 'tools', 'webhooks', 'admin'] as const;
 export type Scope = (typeof scopes)[number];
 
 export const tiers = ['standard', 'premium', 'enterprise'] as const;

@@ -3,6 +3,7 @@
  * refused. Generated from the app's own route table, so a route added without a fixture here
  * fails the first test instead of silently escaping the matrix.
  */
+import { loadConfig } from '../../src/config.ts';
 import { afterAll, describe, expect, it } from 'vitest';
 import { scopes, type Scope } from '../../src/keys/principal.ts';
 import { mockGateway } from '../chatbots/chatbots.support.ts';
@@ -14,7 +15,10 @@ const clock = fakeClock();
 const mock = await startMockUpstream({ models: ['mock-chat'] });
 const t = await startTestApp({
   clock,
-  config: { unauthenticatedPerMinute: 1_000_000 },
+  config: {
+    unauthenticatedPerMinute: 1_000_000,
+    webhooks: { ...loadConfig({}).webhooks, signingKey: 'matrix-signing-key-0123456789abcdef' },
+  },
   gateway: mockGateway(mock),
 });
 afterAll(async () => {
@@ -191,6 +195,36 @@ const fixtures: Record<string, Fixture> = {
   'POST /api/v1/rerank': {
     request: fixed('/api/v1/rerank', { model: 'no-such-reranker', query: 'q', documents: ['d'] }),
     shape: 'structured',
+    restricted: 'unaffected',
+  },
+  'POST /api/v1/webhooks': {
+    request: fixed('/api/v1/webhooks', {
+      url: 'https://example.com/hook',
+      events: ['document.processed'],
+      collection: TARGET,
+    }),
+    shape: 'simple',
+    restricted: collectionNotFound,
+  },
+  'GET /api/v1/webhooks': { request: fixed('/api/v1/webhooks'), shape: 'simple', restricted: 'unaffected' },
+  'GET /api/v1/webhooks/:webhook_id': {
+    request: fixed('/api/v1/webhooks/whk_missing'),
+    shape: 'simple',
+    restricted: 'unaffected',
+  },
+  'DELETE /api/v1/webhooks/:webhook_id': {
+    request: fixed('/api/v1/webhooks/whk_missing'),
+    shape: 'simple',
+    restricted: 'unaffected',
+  },
+  'GET /api/v1/webhooks/:webhook_id/deliveries': {
+    request: fixed('/api/v1/webhooks/whk_missing/deliveries'),
+    shape: 'simple',
+    restricted: 'unaffected',
+  },
+  'POST /api/v1/webhooks/:webhook_id/deliveries/:delivery_id/redeliver': {
+    request: fixed('/api/v1/webhooks/whk_missing/deliveries/evt_missing/redeliver'),
+    shape: 'simple',
     restricted: 'unaffected',
   },
   'POST /api/v1/chat/completions': {

@@ -8,3 +8,4 @@ export * from './keys.ts';
 export * from './messages.ts';
 export * from './terms.ts';
 export * from './usage.ts';
+export * from './webhooks.ts';

@@ -1,0 +1,75 @@
+import { lookup } from 'node:dns/promises';
+import { BlockList, isIP } from 'node:net';
+
+/**
+ * Where a webhook may be sent. Checked on the resolved addresses at every delivery (a name that
+ * resolved to a public address yesterday may resolve to 127.0.0.1 today), and the connection goes
+ * to the very address that was checked, so a second lookup cannot swap it (DNS rebinding).
+ */
+const blocked = new BlockList();
+for (const [net, prefix] of [
+  ['0.0.0.0', 8],
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10],
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16],
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24],
+  ['192.0.2.0', 24],
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15],
+  ['198.51.100.0', 24],
+  ['203.0.113.0', 24],
+  ['224.0.0.0', 4],
+  ['240.0.0.0', 4],
+] as const) {
+  blocked.addSubnet(net, prefix, 'ipv4');
+}
+for (const [net, prefix] of [
+  ['::', 128],
+  ['::1', 128],
+  ['::ffff:0:0', 96],
+  ['64:ff9b::', 96],
+  ['100::', 64],
+  ['2001:db8::', 32],
+  ['fc00::', 7],
+  ['fe80::', 10],
+  ['ff00::', 8],
+] as const) {
+  blocked.addSubnet(net, prefix, 'ipv6');
+}
+
+export function isPublicAddress(address: string): boolean {
+  const family = isIP(address);
+  if (family === 0) return false;
+  if (family === 6) {
+    // IPv4-mapped (::ffff:a.b.c.d) is judged as the IPv4 address it names.
+    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+    if (mapped) return !blocked.check(mapped[1] as string, 'ipv4');
+    return !blocked.check(address, 'ipv6');
+  }
+  return !blocked.check(address, 'ipv4');
+}
+
+export type TargetCheck = { ok: true; address: string; family: 4 | 6 } | { ok: false; reason: string };
+
+/** Resolves the URL's host and picks an address it may be sent to. */
+export async function checkTarget(url: URL, allowPrivate: boolean): Promise<TargetCheck> {
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') return { ok: false, reason: 'not an http(s) URL' };
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  let addresses: { address: string; family: number }[];
+  try {
+    addresses = isIP(host) ? [{ address: host, family: isIP(host) }] : await lookup(host, { all: true });
+  } catch (error) {
+    return { ok: false, reason: `cannot resolve ${host}: ${(error as Error).message}` };
+  }
+  const usable = allowPrivate ? addresses : addresses.filter((a) => isPublicAddress(a.address));
+  const first = usable[0];
+  if (first === undefined) {
+    return {
+      ok: false,
+      reason: `${host} resolves to a non-public address (${addresses.map((a) => a.address).join(', ')}); set WEBHOOK_ALLOW_PRIVATE_TARGETS=true to allow it`,
+    };
+  }
+  return { ok: true, address: first.address, family: first.family === 6 ? 6 : 4 };
+}
