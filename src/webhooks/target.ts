@@ -6,7 +6,9 @@ import { BlockList, isIP } from 'node:net';
  * resolved to a public address yesterday may resolve to 127.0.0.1 today), and the connection goes
  * to the very address that was checked, so a second lookup cannot swap it (DNS rebinding).
  */
-const blocked = new BlockList();
+// Two lists: a BlockList also matches IPv4 addresses against IPv4-mapped IPv6 rules.
+const blockedV4 = new BlockList();
+const blockedV6 = new BlockList();
 for (const [net, prefix] of [
   ['0.0.0.0', 8],
   ['10.0.0.0', 8],
@@ -23,11 +25,12 @@ for (const [net, prefix] of [
   ['224.0.0.0', 4],
   ['240.0.0.0', 4],
 ] as const) {
-  blocked.addSubnet(net, prefix, 'ipv4');
+  blockedV4.addSubnet(net, prefix, 'ipv4');
 }
 for (const [net, prefix] of [
   ['::', 128],
   ['::1', 128],
+  // IPv4-mapped addresses (::ffff:a.b.c.d) are refused whatever they map to.
   ['::ffff:0:0', 96],
   ['64:ff9b::', 96],
   ['100::', 64],
@@ -36,19 +39,13 @@ for (const [net, prefix] of [
   ['fe80::', 10],
   ['ff00::', 8],
 ] as const) {
-  blocked.addSubnet(net, prefix, 'ipv6');
+  blockedV6.addSubnet(net, prefix, 'ipv6');
 }
 
 export function isPublicAddress(address: string): boolean {
   const family = isIP(address);
   if (family === 0) return false;
-  if (family === 6) {
-    // IPv4-mapped (::ffff:a.b.c.d) is judged as the IPv4 address it names.
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-    if (mapped) return !blocked.check(mapped[1] as string, 'ipv4');
-    return !blocked.check(address, 'ipv6');
-  }
-  return !blocked.check(address, 'ipv4');
+  return family === 6 ? !blockedV6.check(address, 'ipv6') : !blockedV4.check(address, 'ipv4');
 }
 
 export type TargetCheck = { ok: true; address: string; family: 4 | 6 } | { ok: false; reason: string };

@@ -1,0 +1,274 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { sql } from 'drizzle-orm';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { loadConfig, type WebhookConfig } from '../../src/config.ts';
+import { isPublicAddress } from '../../src/webhooks/target.ts';
+import { startTestApp, type TestApp } from '../support/app.ts';
+import { createCollection, waitForDocument } from '../support/documents.ts';
+
+/** A webhook receiver on loopback: records what it gets, answers as told. */
+interface Received {
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+let received: Received[] = [];
+let answers: { status: number; delayMs?: number }[] = [];
+let receiver: Server;
+let receiverUrl: string;
+
+const webhookConfig = (overrides: Partial<WebhookConfig> = {}): WebhookConfig => ({
+  ...loadConfig({}).webhooks,
+  signingKey: 'test-signing-key-0123456789abcdefghij',
+  allowPrivateTargets: true,
+  timeoutMs: 400,
+  maxAttempts: 3,
+  retryBaseMs: 50,
+  ...overrides,
+});
+
+/** The recipe of docs/ingestion.md, written out independently of src/webhooks/signing.ts. */
+function verify(secret: string, headers: IncomingHttpHeaders, body: string): boolean {
+  const id = headers['webhook-id'] as string;
+  const timestamp = headers['webhook-timestamp'] as string;
+  if (Math.abs(Date.now() / 1000 - Number(timestamp)) > 300) return false;
+  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
+  const expected = createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest();
+  return (headers['webhook-signature'] as string).split(' ').some((part) => {
+    const [version, signature] = part.split(',');
+    const given = Buffer.from(signature ?? '', 'base64');
+    return version === 'v1' && given.length === expected.length && timingSafeEqual(given, expected);
+  });
+}
+
+async function until<T>(what: string, f: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await f();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+let t: TestApp;
+beforeAll(async () => {
+  receiver = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => {
+      received.push({ headers: req.headers, body });
+      const answer = answers.shift() ?? { status: 200 };
+      setTimeout(() => res.writeHead(answer.status).end('x'.repeat(1_000)), answer.delayMs ?? 0);
+    });
+  });
+  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+  const address = receiver.address() as { port: number };
+  receiverUrl = `http://127.0.0.1:${address.port}/hook`;
+  t = await startTestApp({ config: { webhooks: webhookConfig() } });
+  await createCollection(t, 'seen');
+  await createCollection(t, 'hidden');
+}, 120_000);
+afterAll(async () => {
+  await t.close();
+  receiver.closeAllConnections();
+  await new Promise((r) => receiver.close(r));
+});
+beforeEach(() => {
+  received = [];
+  answers = [];
+});
+
+async function register(key: string, body: Record<string, unknown>) {
+  const r = await t.request('/api/v1/webhooks', { method: 'POST', key, json: { url: receiverUrl, ...body } });
+  expect(r.status).toBe(201);
+  return (await r.json()) as { id: string; secret: string };
+}
+
+async function upload(collection: string, name: string) {
+  const r = await t.request(`/api/v1/rag/collections/${collection}/documents`, {
+    method: 'POST',
+    json: { name, content: `Webhook test document ${name}.` },
+  });
+  const { id } = (await r.json()) as { id: string };
+  await waitForDocument(t, id);
+  return id;
+}
+
+const events = (type: string) =>
+  received
+    .filter((r) => (JSON.parse(r.body) as { type: string }).type === type)
+    .map((r) => ({
+      ...r,
+      payload: JSON.parse(r.body) as { type: string; data: Record<string, unknown> },
+    }));
+
+describe('webhooks', () => {
+  it('delivers document.processed signed as documented, and logs the delivery', async () => {
+    const { key } = await t.createKey({ name: 'hooks', scopes: ['webhooks', 'read', 'write'] });
+    const hook = await register(key, { events: ['document.processed'], collection: 'seen' });
+    expect(hook.secret).toMatch(/^whsec_/);
+    const listed = await t.request(`/api/v1/webhooks/${hook.id}`, { key });
+    expect(JSON.stringify(await listed.json())).not.toContain(hook.secret);
+
+    const docId = await upload('seen', 'a.txt');
+    const [got] = await until('the event', () =>
+      events('document.processed').length ? events('document.processed') : undefined,
+    );
+    expect(got?.payload.data).toMatchObject({ document_id: docId, collection: 'seen', status: 'processed' });
+    expect(verify(hook.secret, got?.headers ?? {}, got?.body ?? '')).toBe(true);
+    expect(verify(hook.secret, got?.headers ?? {}, `${got?.body ?? ''} `)).toBe(false);
+
+    const log = await until('the log', async () => {
+      const r = await t.request(`/api/v1/webhooks/${hook.id}/deliveries`, { key });
+      const body = (await r.json()) as { deliveries: { id: string; status: string; response_body: string }[] };
+      return body.deliveries[0]?.status === 'delivered' ? body.deliveries : undefined;
+    });
+    expect(log[0]?.id).toBe(got?.headers['webhook-id']);
+    expect(log[0]?.response_body.length).toBeLessThanOrEqual(256);
+    await t.request(`/api/v1/webhooks/${hook.id}`, { method: 'DELETE', key });
+  });
+
+  it('retries after a 500 and after a timeout, with the same webhook-id, then marks failed', async () => {
+    const hook = await register(t.adminKey, { events: ['document.processed'], collection: 'seen' });
+    answers = [{ status: 500 }, { status: 200, delayMs: 1_500 }, { status: 200 }];
+    await upload('seen', 'b.txt');
+    const attempts = await until('three attempts', () => (received.length >= 3 ? received : undefined));
+    const ids = new Set(attempts.map((a) => a.headers['webhook-id']));
+    expect(ids.size).toBe(1);
+    const log = await until('delivered', async () => {
+      const r = await t.request(`/api/v1/webhooks/${hook.id}/deliveries`);
+      const body = (await r.json()) as { deliveries: { status: string; attempts: number }[] };
+      return body.deliveries[0]?.status === 'delivered' ? body.deliveries[0] : undefined;
+    });
+    expect(log.attempts).toBe(3);
+
+    // Always 500: after WEBHOOK_MAX_ATTEMPTS the delivery is failed, with the reason.
+    answers = [{ status: 500 }, { status: 500 }, { status: 500 }];
+    received = [];
+    await upload('seen', 'c.txt');
+    const failed = await until('failed', async () => {
+      const r = await t.request(`/api/v1/webhooks/${hook.id}/deliveries`);
+      const body = (await r.json()) as { deliveries: { status: string; attempts: number; last_error: string }[] };
+      return body.deliveries.find((d) => d.status === 'failed');
+    });
+    expect(failed).toMatchObject({ attempts: 3, last_error: 'receiver answered 500' });
+    await t.request(`/api/v1/webhooks/${hook.id}`, { method: 'DELETE' });
+  });
+
+  it('sends nothing for a collection the endpoint key may not use', async () => {
+    const { key } = await t.createKey({ name: 'narrow', scopes: ['webhooks'], collections: ['seen'] });
+    const hook = await register(key, { events: ['document.processed'] });
+    await upload('hidden', 'd.txt');
+    const seenId = await upload('seen', 'e.txt');
+    await until('the visible event', () => (events('document.processed').length ? true : undefined));
+    await new Promise((r) => setTimeout(r, 700));
+    const docs = events('document.processed').map((e) => e.payload.data.document_id);
+    expect(docs).toEqual([seenId]);
+    const refused = await t.request('/api/v1/webhooks', {
+      method: 'POST',
+      key,
+      json: { url: receiverUrl, events: ['document.processed'], collection: 'hidden' },
+    });
+    expect(refused.status).toBe(404);
+    await t.request(`/api/v1/webhooks/${hook.id}`, { method: 'DELETE', key });
+  });
+
+  it('delivers document.deleted and collection.deleted', async () => {
+    await createCollection(t, 'doomed');
+    const hook = await register(t.adminKey, { events: ['document.deleted', 'collection.deleted'] });
+    const docId = await upload('doomed', 'f.txt');
+    await t.request(`/api/v1/rag/documents/${docId}`, { method: 'DELETE' });
+    await t.request('/api/v1/rag/collections/doomed', { method: 'DELETE' });
+    await until('both events', () => (received.length >= 2 ? true : undefined));
+    expect(events('document.deleted')[0]?.payload.data).toMatchObject({ document_id: docId, collection: 'doomed' });
+    expect(events('collection.deleted')[0]?.payload.data).toMatchObject({ collection: 'doomed' });
+    await t.request(`/api/v1/webhooks/${hook.id}`, { method: 'DELETE' });
+  });
+
+  it('a delivery leased by a worker that died is sent again, with the same id; redeliver sends it once more', async () => {
+    const hook = await register(t.adminKey, { events: ['document.processed'] });
+    // What a worker killed mid-send leaves: an attempt counted, a lease that will expire.
+    await t.database.db.execute(sql`insert into webhook_deliveries
+      (id, endpoint_id, event, payload, attempts, lease_owner, lease_expires_at)
+      values ('evt_orphan', ${hook.id}, 'document.processed', '{"type": "document.processed", "data": {}}', 1,
+              'whs_dead', now() + interval '300 milliseconds')`);
+    const got = await until('the resend', () => received.find((r) => r.headers['webhook-id'] === 'evt_orphan'));
+    expect(got.body).toContain('document.processed');
+    received = [];
+    const again = await t.request(`/api/v1/webhooks/${hook.id}/deliveries/evt_orphan/redeliver`, { method: 'POST' });
+    expect(again.status).toBe(202);
+    await until('the redelivery', () => received.find((r) => r.headers['webhook-id'] === 'evt_orphan'));
+    await t.request(`/api/v1/webhooks/${hook.id}`, { method: 'DELETE' });
+  });
+
+  it('validates endpoints and needs WEBHOOK_SIGNING_KEY', async () => {
+    const bad = await t.request('/api/v1/webhooks', {
+      method: 'POST',
+      json: { url: 'ftp://example.com/x', events: ['document.processed'] },
+    });
+    expect(bad.status).toBe(400);
+    const unknown = await t.request('/api/v1/webhooks', {
+      method: 'POST',
+      json: { url: receiverUrl, events: ['document.exploded'] },
+    });
+    expect(unknown.status).toBe(400);
+    const plain = await startTestApp({ config: { webhooks: webhookConfig({ signingKey: undefined }) } });
+    try {
+      const r = await plain.request('/api/v1/webhooks', {
+        method: 'POST',
+        json: { url: receiverUrl, events: ['document.processed'] },
+      });
+      expect(r.status).toBe(503);
+      expect(JSON.stringify(await r.json())).toContain('WEBHOOK_SIGNING_KEY');
+    } finally {
+      await plain.close();
+    }
+  });
+});
+
+describe('SSRF', () => {
+  it('refuses loopback, private, link-local and mapped addresses unless allowed', async () => {
+    for (const a of [
+      '127.0.0.1',
+      '10.1.2.3',
+      '172.16.0.1',
+      '192.168.1.1',
+      '169.254.169.254',
+      '::1',
+      'fe80::1',
+      'fd00::1',
+      '::ffff:127.0.0.1',
+      '::ffff:7f00:1',
+      '0.0.0.0',
+      '100.64.0.1',
+    ]) {
+      expect(isPublicAddress(a), a).toBe(false);
+    }
+    for (const a of ['93.184.216.34', '2606:4700::1111', '8.8.8.8']) expect(isPublicAddress(a), a).toBe(true);
+
+    const strict = await startTestApp({ config: { webhooks: webhookConfig({ allowPrivateTargets: false }) } });
+    try {
+      await createCollection(strict, 'ssrf');
+      const r = await strict.request('/api/v1/webhooks', {
+        method: 'POST',
+        json: { url: receiverUrl, events: ['document.processed'] },
+      });
+      const hook = (await r.json()) as { id: string };
+      const up = await strict.request('/api/v1/rag/collections/ssrf/documents', {
+        method: 'POST',
+        json: { name: 'x.txt', content: 'SSRF test.' },
+      });
+      await waitForDocument(strict, ((await up.json()) as { id: string }).id);
+      const attempt = await until('a refused attempt', async () => {
+        const log = await strict.request(`/api/v1/webhooks/${hook.id}/deliveries`);
+        const body = (await log.json()) as { deliveries: { attempts: number; last_error: string | null }[] };
+        return body.deliveries[0]?.last_error ? body.deliveries[0] : undefined;
+      });
+      expect(attempt.last_error).toMatch(/^refused: .*non-public address/);
+      expect(received).toEqual([]);
+    } finally {
+      await strict.close();
+    }
+  });
+});
