@@ -37,7 +37,26 @@ async function writeSse(
   // Synchronous while the socket keeps up: `write` says whether to wait, so there is no promise
   // per event unless the client pushes back.
   const drained = () => Promise.race([once(res, 'drain'), once(res, 'close')]);
-  const write = (frame: string) => !res.destroyed && !res.write(frame);
+  // Events that arrive together (one upstream read, or a backlog after a busy moment) leave in
+  // one system call: the socket is corked at the first of them and uncorked once the microtasks
+  // relaying them have run. With a thousand streams open, a write per event was most of the CPU.
+  // The socket itself, not the response: the response lets go of it when it ends, and a socket
+  // left corked would hold back whatever it carries next.
+  const socket = res.socket;
+  let corked = false;
+  const uncork = () => {
+    corked = false;
+    socket?.uncork();
+  };
+  const write = (frame: string) => {
+    if (res.destroyed) return false;
+    if (!corked && socket !== null) {
+      corked = true;
+      socket.cork();
+      process.nextTick(uncork);
+    }
+    return !res.write(frame);
+  };
   try {
     for await (const { raw, chunk } of stream) {
       last = chunk;
