@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { loadConfig } from '../../src/config.ts';
 import { loadLocalModel } from '../../src/embeddings/local.model.ts';
+import { embeddingVariants } from './variants.ts';
 
 const rounds = Number(process.env.ROUNDS ?? 6);
 const seconds = Number(process.env.ROUND_SECONDS ?? 2);
@@ -20,11 +21,7 @@ const texts = readFileSync(new URL('../../../shared/data/scifact/corpus.jsonl', 
   .map((d) => `${d.title}. ${d.text}`);
 
 const config = loadConfig(process.env);
-const variants = [
-  { name: 'q8 padded', dtype: 'q8', batching: 'padded' },
-  { name: 'q8 alone', dtype: 'q8', batching: 'alone' },
-  { name: 'fp32 padded', dtype: 'fp32', batching: 'padded' },
-] as const;
+const variants = embeddingVariants;
 const models = await Promise.all(
   variants.map((v) =>
     loadLocalModel({
