@@ -12,6 +12,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { loadConfig } from '../../src/config.ts';
 import { loadLocalModel } from '../../src/embeddings/local.model.ts';
+import { embeddingVariants } from './variants.ts';
 import { saveResults } from '../support.ts';
 
 const corpus = readFileSync(new URL('../../../shared/data/scifact/corpus.jsonl', import.meta.url), 'utf8')
@@ -25,13 +26,7 @@ const batches = [1, 8, 16, 32, 64];
 const seconds = Number(process.env.BENCH_SECONDS ?? 4);
 
 const config = loadConfig(process.env);
-// Each way of running the model (src/embeddings/local.model.ts): q8 padded is the batch-dependent
-// way of b2807fa, kept here for comparison.
-const variants = [
-  { name: 'q8 padded', dtype: 'q8', batching: 'padded' },
-  { name: 'q8 alone', dtype: 'q8', batching: 'alone' },
-  { name: 'fp32 padded', dtype: 'fp32', batching: 'padded' },
-] as const;
+const variants = embeddingVariants;
 const rows: { impl: string; kind: string; batch: number; chunks_per_s: number; tokens_per_s: number }[] = [];
 const dot = (a: Float32Array, b: Float32Array) => a.reduce((s, x, i) => s + x * (b[i] as number), 0);
 /** Lowest cosine between a text embedded by itself and the same text inside a batch of 32. */
