@@ -16,6 +16,7 @@ import { registerDocs, registerRouteRules } from './http/openapi.ts';
 import type { RouteEntry } from './http/route-config.ts';
 import { createAuthCache } from './keys/auth-cache.ts';
 import { startKeyChanges, type KeyChanges } from './keys/key-changes.ts';
+import { KEY_CHANGES_CHANNEL } from './keys/keys.repository.ts';
 import { createKeysRepository } from './keys/keys.repository.ts';
 import { keysRoutes } from './keys/keys.routes.ts';
 import { createKeysService, type Clock } from './keys/keys.service.ts';
@@ -166,6 +167,17 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     clock,
     usable: () => database.kind === 'pglite' || keyChanges?.live === true,
   });
+  if (database.kind === 'pglite' && config.authCacheTtlMs > 0) {
+    // One process owns the data directory, but several apps may share one embedded database in
+    // a process (tests, embedders): the change announced in the transaction reaches each of them
+    // in process before the writer's call returns.
+    const subscription = await database.listen(
+      KEY_CHANGES_CHANNEL,
+      (keyId) => authCache.invalidate(keyId),
+      () => authCache.clear(),
+    );
+    server.addHook('onClose', () => subscription.close());
+  }
   if (database.kind === 'postgres' && config.databaseUrl !== undefined && config.authCacheTtlMs > 0) {
     keyChanges = await startKeyChanges({ url: config.databaseUrl, cache: authCache, logger });
   }
