@@ -30,6 +30,13 @@ const fields = {
     .min(-1)
     .max(1)
     .describe('Minimum cosine similarity of a retrieved chunk to the query'),
+  rag_rerank: z
+    .object({
+      model: z.string().min(1).max(200).describe('A rerank model from a provider (POST /api/v1/rerank)'),
+      candidates: z.number().int().min(1).max(200).default(50).describe('Fused candidates the reranker orders'),
+    })
+    .nullable()
+    .describe('Opt-in rerank stage after fusion; null for none'),
   memory_length: z.number().int().min(0).max(100).describe('Previous messages sent back to the model as context'),
   temperature: z.number().min(0).max(2),
   max_tokens: z.number().int().min(1).max(1_000_000),
@@ -48,6 +55,7 @@ export const createChatbotBody = z.object({
   rag_collection: fields.rag_collection.optional(),
   rag_top_k: fields.rag_top_k.default(5),
   rag_similarity_threshold: fields.rag_similarity_threshold.default(DEFAULT_SIMILARITY_THRESHOLD),
+  rag_rerank: fields.rag_rerank.default(null),
   memory_length: fields.memory_length.default(10),
   temperature: fields.temperature.default(0.7),
   max_tokens: fields.max_tokens.default(1000),
@@ -68,6 +76,7 @@ export const chatbotRecord = z.object({
   rag_collection: z.string().nullable(),
   rag_top_k: z.number().int(),
   rag_similarity_threshold: z.number(),
+  rag_rerank: z.object({ model: z.string(), candidates: z.number().int() }).nullable(),
   memory_length: z.number().int(),
   temperature: z.number(),
   max_tokens: z.number().int(),

@@ -76,6 +76,7 @@ export function createTurns({ retrieval, repo, contextWindow, logger }: TurnDeps
             topK: bot.ragTopK,
             threshold: bot.ragSimilarityThreshold,
             mode: 'hybrid',
+            rerank: bot.ragRerank ?? undefined,
           },
           signal,
         );

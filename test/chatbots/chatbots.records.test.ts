@@ -44,6 +44,7 @@ describe('chatbot records', () => {
       rag_collection: null,
       rag_top_k: 5,
       rag_similarity_threshold: 0.3,
+      rag_rerank: null,
       memory_length: 10,
       temperature: 0.7,
       max_tokens: 1000,

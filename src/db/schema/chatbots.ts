@@ -1,4 +1,4 @@
-import { boolean, doublePrecision, index, integer, pgTable, text } from 'drizzle-orm/pg-core';
+import { boolean, doublePrecision, index, integer, pgTable, text, jsonb } from 'drizzle-orm/pg-core';
 import { createdAt, updatedAt } from '../columns.ts';
 
 /** A chatbot configuration, owned by the API key that created it. */
@@ -18,6 +18,8 @@ export const chatbots = pgTable(
     ragCollection: text('rag_collection'),
     ragTopK: integer('rag_top_k').notNull(),
     ragSimilarityThreshold: doublePrecision('rag_similarity_threshold').notNull(),
+    /** Rerank the fused candidates with this model before the top k (null: no rerank stage). */
+    ragRerank: jsonb('rag_rerank').$type<{ model: string; candidates: number }>(),
     memoryLength: integer('memory_length').notNull(),
     temperature: doublePrecision('temperature').notNull(),
     maxTokens: integer('max_tokens').notNull(),
