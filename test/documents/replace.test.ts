@@ -5,6 +5,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { startTestApp } from '../support/app.ts';
+import { until } from '../support/poll.ts';
 import { createCollection, uploadFile, waitForDocument, type DocumentBody } from '../support/documents.ts';
 
 // Small embedding batches: many progress reports, and a cancel lands mid-embedding.
@@ -59,14 +60,15 @@ async function replace(id: string, name: string, content: string): Promise<Respo
 /** Polls until `accept` holds for the document, returning every state seen on the way. */
 async function watch(id: string, accept: (d: DocumentBody) => boolean, timeoutMs = 120_000) {
   const seen: DocumentBody[] = [];
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const doc = await getDocument(id);
-    seen.push(doc);
-    if (accept(doc)) return seen;
-    if (Date.now() > deadline) throw new Error(`document ${id} never reached the state (last ${JSON.stringify(doc)})`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
+  return until(
+    `document ${id} to reach the state`,
+    async () => {
+      const doc = await getDocument(id);
+      seen.push(doc);
+      return accept(doc) ? seen : undefined;
+    },
+    { timeoutMs, intervalMs: 25, detail: () => `last ${JSON.stringify(seen.at(-1))}` },
+  );
 }
 
 describe('replacing a document in place', () => {
@@ -296,10 +298,10 @@ describe('progress and cancel', () => {
 
 /** Waits until the worker says it stopped the document's job. */
 async function workerStopped(documentId: string, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
   const message = 'job stopped: cancelled or superseded';
-  while (!t.logs.some((l) => l.msg === message && l.document_id === documentId)) {
-    if (Date.now() > deadline) throw new Error(`the worker never stopped the job of ${documentId}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await until(
+    `the worker to stop the job of ${documentId}`,
+    () => t.logs.some((l) => l.msg === message && l.document_id === documentId),
+    { timeoutMs },
+  );
 }

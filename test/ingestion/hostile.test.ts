@@ -3,6 +3,7 @@ import { strToU8 } from 'fflate';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows } from '../../src/db/client.ts';
 import { parserPids } from '../support/processes.ts';
+import { until } from '../support/poll.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 import { createCollection, uploadFile, waitForDocument, type DocumentBody } from '../support/documents.ts';
 import { documentXml, enc, makeDocx, pdfDeeplyNested, pdfSlowPages, pdfStreamBomb } from '../support/files.ts';
@@ -64,11 +65,7 @@ const attempts = async (id: string) =>
 async function answersDuring(id: string, phase: 'processing' | 'pending or processing' = 'processing') {
   const inPhase = (status: string) =>
     phase === 'processing' ? status === 'processing' : status !== 'processed' && status !== 'failed';
-  const deadline = Date.now() + 30_000;
-  while (!inPhase((await document(id)).status)) {
-    if (Date.now() > deadline) throw new Error(`document ${id} never reached ${phase}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  await until(`document ${id} ${phase}`, async () => inPhase((await document(id)).status), { intervalMs: 20 });
   for (let i = 0; i < 3; i += 1) {
     expect((await fetch(`${t.url}/healthz`)).status).toBe(200);
     expect((await t.request('/api/v1/rag/collections/hostile')).status).toBe(200);

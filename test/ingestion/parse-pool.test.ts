@@ -6,16 +6,11 @@ import { parseDocument, ParseError } from '../../src/ingestion/parsers/index.ts'
 import { createLogger } from '../../src/logging.ts';
 import { alive, childPids, parserPids } from '../support/processes.ts';
 import { enc, pdfSlowPages, pdfStreamBomb } from '../support/files.ts';
+import { until } from '../support/poll.ts';
 
 const shared = new URL('../../../shared/data/documents/', import.meta.url);
 
-const until = async (condition: () => boolean, what: string, ms = 10_000) => {
-  const deadline = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-};
+const waitFor = (condition: () => boolean, what: string, timeoutMs = 10_000) => until(what, condition, { timeoutMs });
 
 let pool: ParsePool | undefined;
 const open = (options: Partial<Parameters<typeof createParsePool>[0]> = {}) => {
@@ -100,16 +95,16 @@ describe('parse pool', () => {
     const parsers = open();
     const controller = new AbortController();
     const parse = parsers.parse(pdfSlowPages(), 'pdf', {}, controller.signal);
-    await until(() => parserPids().length === 1, 'the parser process');
+    await waitFor(() => parserPids().length === 1, 'the parser process');
     controller.abort(new Error('lease lost'));
     await expect(parse).rejects.toThrow('lease lost');
-    await until(() => parserPids().length === 0, 'the parser process to go');
+    await waitFor(() => parserPids().length === 0, 'the parser process to go');
   });
 
   it('runs at most `concurrency` parser processes; more parses wait', async () => {
     const parsers = open({ concurrency: 2, timeoutMs: 3_000 });
     const parses = [1, 2, 3].map(() => parsers.parse(pdfSlowPages(), 'pdf', {}).catch((e: unknown) => e));
-    await until(() => parserPids().length === 2, 'two parser processes');
+    await waitFor(() => parserPids().length === 2, 'two parser processes');
     let most = 0;
     const watch = setInterval(() => (most = Math.max(most, parserPids().length)), 100);
     const results = await Promise.all(parses);
@@ -131,9 +126,9 @@ describe('parse pool', () => {
       stdio: 'ignore',
     });
     const children = () => childPids(parent.pid);
-    await until(() => children().length === 1, 'the parser process');
+    await waitFor(() => children().length === 1, 'the parser process');
     const [orphan] = children();
     parent.kill('SIGKILL');
-    await until(() => !alive(orphan as number), 'the orphaned parser process to exit');
+    await waitFor(() => !alive(orphan as number), 'the orphaned parser process to exit');
   });
 });

@@ -1,5 +1,6 @@
 import { expect } from 'vitest';
 import type { TestApp } from './app.ts';
+import { until } from './poll.ts';
 
 export interface DocumentBody {
   id: string;
@@ -11,15 +12,17 @@ export interface DocumentBody {
 
 /** Polls a document until ingestion settles (processed or failed). */
 export async function waitForDocument(t: TestApp, id: string, key?: string, timeoutMs = 60_000): Promise<DocumentBody> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const response = await t.request(`/api/v1/rag/documents/${id}`, key ? { key } : {});
-    expect(response.status).toBe(200);
-    const doc = (await response.json()) as DocumentBody;
-    if (doc.status === 'processed' || doc.status === 'failed') return doc;
-    if (Date.now() > deadline) throw new Error(`document ${id} still ${doc.status} after ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  let last: DocumentBody | undefined;
+  return until(
+    `document ${id} to settle`,
+    async () => {
+      const response = await t.request(`/api/v1/rag/documents/${id}`, key ? { key } : {});
+      expect(response.status).toBe(200);
+      last = (await response.json()) as DocumentBody;
+      return last.status === 'processed' || last.status === 'failed' ? last : undefined;
+    },
+    { timeoutMs, intervalMs: 100, detail: () => `still ${last?.status ?? 'unknown'}` },
+  );
 }
 
 export async function uploadFile(

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { until } from './poll.ts';
 
 /**
  * An OpenAI-compatible upstream for tests and benchmarks: chat completions (plain and SSE),
@@ -382,11 +383,7 @@ export async function startMockUpstream(options: MockUpstreamOptions = {}): Prom
     },
     count: (path) => requests.filter((r) => r.method === 'POST' && r.path === path).length,
     async waitFor(predicate, timeoutMs = 5_000) {
-      const deadline = Date.now() + timeoutMs;
-      while (!predicate()) {
-        if (Date.now() > deadline) throw new Error('mock upstream: condition not met in time');
-        await new Promise((resolve) => setTimeout(resolve, 5));
-      }
+      await until('a mock upstream condition', predicate, { timeoutMs, intervalMs: 5 });
     },
     reset() {
       requests.length = 0;

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { readdirSync, readFileSync } from 'node:fs';
+import { until } from './poll.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
@@ -64,19 +65,20 @@ export async function waitUntil(
   probe: () => Promise<boolean>,
   options: { process?: RagportProcess; timeoutMs?: number } = {},
 ): Promise<void> {
-  const deadline = Date.now() + (options.timeoutMs ?? 90_000);
-  for (;;) {
-    if (await probe().catch(() => false)) return;
-    const child = options.process?.child;
-    if (child && (child.exitCode !== null || child.signalCode !== null)) {
-      throw new Error(
-        `${what}: the process exited (${child.exitCode ?? child.signalCode})\n${options.process?.output()}`,
-      );
-    }
-    if (Date.now() > deadline)
-      throw new Error(`${what}: not after ${options.timeoutMs ?? 90_000} ms\n${options.process?.output() ?? ''}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  const child = options.process?.child;
+  await until(
+    what,
+    async () => {
+      if (await probe().catch(() => false)) return true;
+      if (child && (child.exitCode !== null || child.signalCode !== null)) {
+        throw new Error(
+          `${what}: the process exited (${child.exitCode ?? child.signalCode})\n${options.process?.output()}`,
+        );
+      }
+      return false;
+    },
+    { timeoutMs: options.timeoutMs ?? 90_000, intervalMs: 100, detail: () => options.process?.output() ?? '' },
+  );
 }
 
 /** Starts `node src/server.ts` on a free port and waits until it is ready. */

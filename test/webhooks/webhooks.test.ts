@@ -6,6 +6,7 @@ import { loadConfig, type WebhookConfig } from '../../src/config.ts';
 import { isPublicAddress } from '../../src/webhooks/target.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 import { createCollection, waitForDocument } from '../support/documents.ts';
+import { until } from '../support/poll.ts';
 
 /** A webhook receiver on loopback: records what it gets, answers as told. */
 interface Received {
@@ -39,16 +40,6 @@ function verify(secret: string, headers: IncomingHttpHeaders, body: string): boo
     const given = Buffer.from(signature ?? '', 'base64');
     return version === 'v1' && given.length === expected.length && timingSafeEqual(given, expected);
   });
-}
-
-async function until<T>(what: string, f: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await f();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 let t: TestApp;
