@@ -418,6 +418,24 @@ describe('JavaScript', () => {
     expect(r.output).toBe('undefined undefined undefined\nReferenceError\nReferenceError\ntrue\n');
   });
 
+  // Issue 13, finding 2: WebAssembly memory lies outside the isolate's heap limit. With a 256 MB
+  // limit, one call committed 16 × 256 MiB of WebAssembly.Memory and exited 0.
+  it('has no WebAssembly: its memory would escape the memory limit', async () => {
+    const rssBefore = process.memoryUsage().rss;
+    const r = await javascript(
+      'const held = []; for (let i = 0; i < 16; i++) { const m = new WebAssembly.Memory({ initial: 4096 }); new Uint8Array(m.buffer).fill(1); held.push(m); } console.log("allocated", held.length)',
+      10,
+    );
+    expect(r.output).not.toContain('allocated');
+    expect(r.output).toContain('ReferenceError: WebAssembly is not defined');
+    expect(r.exit_code).toBe(1);
+    expect(process.memoryUsage().rss - rssBefore).toBeLessThan(256 * 1024 * 1024);
+    const probe = await javascript(
+      'console.log(typeof WebAssembly, Object.getOwnPropertyNames(globalThis).includes("WebAssembly"))',
+    );
+    expect(probe.output).toBe('undefined false\n');
+  });
+
   it('globalThis holds nothing of Node', async () => {
     const r = await javascript('console.log(JSON.stringify(Object.getOwnPropertyNames(globalThis)))');
     const names = JSON.parse(r.output) as string[];

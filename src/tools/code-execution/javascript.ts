@@ -18,6 +18,9 @@ const consoleSetup = `
   };
   const log = (...args) => { write(args.map(format).join(' ') + '\\n'); };
   globalThis.console = Object.freeze({ log, info: log, warn: log, error: log, debug: log });
+  // WebAssembly memory is allocated outside the V8 heap, so the isolate's memory limit does not
+  // count it: one call could commit gigabytes inside the API process. No WebAssembly, then.
+  delete globalThis.WebAssembly;
 `;
 
 /** Settles when the script's value does: a returned promise is awaited, anything else is not. */
@@ -30,7 +33,7 @@ function describe(error: unknown): string {
 
 /**
  * JavaScript in a fresh V8 isolate per call (isolated-vm): its own heap with a memory limit,
- * nothing of Node inside (no require, process, timers or network), a wall-clock limit that
+ * nothing of Node inside (no require, process, timers or network) and no WebAssembly, a wall-clock limit that
  * disposes the isolate, and console output through one host callback with a byte cap.
  */
 export function createJavaScriptSandbox(limits: ExecutionLimits): Sandbox {
