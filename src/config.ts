@@ -88,6 +88,9 @@ export const envSchema = z.object({
   WEB_SEARCH_CACHE_TTL_SECONDS: z.coerce.number().int().min(0).max(86_400).default(600),
   CODE_EXECUTION_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
   CODE_EXECUTION_QUEUE_SIZE: z.coerce.number().int().min(0).max(10_000).default(16),
+  CODE_EXECUTION_JS_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
+  CODE_EXECUTION_PER_KEY_RUNNING: z.coerce.number().int().min(1).max(64).default(1),
+  CODE_EXECUTION_PER_KEY_QUEUE: z.coerce.number().int().min(0).max(10_000).default(4),
   CODE_EXECUTION_MEMORY_MB: z.coerce.number().int().min(32).max(16_384).default(256),
   CODE_EXECUTION_OUTPUT_LIMIT_BYTES: z.coerce
     .number()
@@ -200,8 +203,15 @@ export interface WebSearchConfig {
 }
 
 export interface CodeExecutionConfig {
+  /** Python runs at once (each in a slot with its own uid). */
   concurrency: number;
+  /** JavaScript runs at once: a capacity of its own, so Python never starves it. */
+  jsConcurrency: number;
+  /** Calls waiting, per language. */
   queueSize: number;
+  /** One key's share: runs at once and calls waiting, per language. */
+  perKeyRunning: number;
+  perKeyQueue: number;
   memoryMb: number;
   outputLimitBytes: number;
   /** The interpreter inside the sandbox, which sees only /usr of the host. */
@@ -303,7 +313,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     codeExecution: {
       concurrency: e.CODE_EXECUTION_CONCURRENCY,
+      jsConcurrency: e.CODE_EXECUTION_JS_CONCURRENCY,
       queueSize: e.CODE_EXECUTION_QUEUE_SIZE,
+      perKeyRunning: e.CODE_EXECUTION_PER_KEY_RUNNING,
+      perKeyQueue: e.CODE_EXECUTION_PER_KEY_QUEUE,
       memoryMb: e.CODE_EXECUTION_MEMORY_MB,
       outputLimitBytes: e.CODE_EXECUTION_OUTPUT_LIMIT_BYTES,
       python: e.CODE_EXECUTION_PYTHON,

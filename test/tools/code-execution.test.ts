@@ -32,14 +32,16 @@ describe('code_execution requests', () => {
     }
   });
 
-  it('a full queue is a 429 capacity_exceeded', async () => {
+  it('a full queue is a 429 capacity_exceeded; JavaScript has a capacity of its own', async () => {
     const busy = h.run('import time\ntime.sleep(1.5)', { timeout: 5 });
     await new Promise((resolve) => setTimeout(resolve, 300));
-    const response = await h.call({ code: 'console.log(1)', language: 'javascript' });
+    const response = await h.call({ code: 'print(1)', language: 'python' });
     expect(response.status).toBe(429);
     expect(((await response.json()) as { error: { code: string } }).error.code).toBe('capacity_exceeded');
-    expect((await busy).exit_code).toBe(0);
+    // Issue 13, finding 6: JavaScript and Python shared one queue, so a busy Python slot refused JavaScript.
     expect((await h.call({ code: 'console.log(1)', language: 'javascript' })).status).toBe(200);
+    expect((await busy).exit_code).toBe(0);
+    expect((await h.call({ code: 'print(1)', language: 'python' })).status).toBe(200);
   });
 
   it('needs the tools scope', async () => {
@@ -58,6 +60,38 @@ describe('code_execution requests', () => {
     };
     expect(body.checks.code_execution_python?.ok).toBe(true);
   });
+});
+
+// Issue 13, finding 6: one key sending many long calls filled every running and queued slot, and
+// another key's one-line call got 429 (or waited a minute).
+describe('fairness between keys', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness({ uidBase: 64_000, concurrency: 2, queueSize: 16, perKeyRunning: 1, perKeyQueue: 4 });
+  });
+  afterAll(async () => h.t.close());
+
+  it("one key's flood neither refuses nor starves another key's call", async () => {
+    const { key: flooder } = await h.t.createKey({ name: 'flooder', scopes: ['tools'] });
+    const flood = Array.from({ length: 18 }, () =>
+      h.t.request('/api/v1/agent/tool-calling', {
+        method: 'POST',
+        key: flooder,
+        json: { tool_name: 'code_execution', parameters: { language: 'python', code: 'import time\ntime.sleep(2)' } },
+      }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    const started = Date.now();
+    const mine = await h.call({ code: 'print("mine")', language: 'python' });
+    expect(mine.status).toBe(200);
+    expect(((await mine.json()) as { output: string }).output).toBe('mine\n');
+    // It ran in the slot the flooder may not take, not after the flood (18 × 2 s).
+    expect(Date.now() - started).toBeLessThan(3_000);
+    const statuses = await Promise.all(flood.map(async (r) => (await r).status));
+    // The flooder holds one slot and four waiting calls; the rest of its flood is refused.
+    expect(statuses.filter((s) => s === 200)).toHaveLength(5);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(13);
+  }, 60_000);
 });
 
 describe('a host without the sandbox', () => {

@@ -64,7 +64,15 @@ export interface CodeExecutionDeps {
 
 export function createCodeExecution(deps: CodeExecutionDeps) {
   const { config, logger } = deps;
-  const queue = createSlotQueue({ slots: config.concurrency, maxWaiting: config.queueSize });
+  const share = {
+    maxWaiting: config.queueSize,
+    perKeyRunning: config.perKeyRunning,
+    perKeyWaiting: config.perKeyQueue,
+  };
+  const queues = {
+    python: createSlotQueue({ slots: config.concurrency, ...share }),
+    javascript: createSlotQueue({ slots: config.jsConcurrency, ...share }),
+  };
   const javascript = createJavaScriptSandbox(config);
   const python = preparePython(config, join(deps.dataDir, 'sandbox')).then((availability) => {
     if (availability.ok) logger.info('code_execution: Python sandbox ready (bubblewrap, seccomp, rlimits)');
@@ -90,7 +98,9 @@ export function createCodeExecution(deps: CodeExecutionDeps) {
         }
         sandbox = availability.sandbox;
       }
-      const waiting = queue.acquire(context.signal);
+      const queue = queues[parameters.language];
+      const key = context.principal.keyId;
+      const waiting = queue.acquire(key, context.signal);
       if (!waiting) {
         throw new AppError({
           code: 'capacity_exceeded',
@@ -110,7 +120,7 @@ export function createCodeExecution(deps: CodeExecutionDeps) {
         logger.info({ language: parameters.language, exit_code, timed_out, duration_ms, truncated }, 'code_execution');
         return result;
       } finally {
-        queue.release(slot);
+        queue.release(key, slot);
       }
     },
   };
