@@ -35,6 +35,8 @@ export const pythonLimits = {
   /** Largest single file, and the size of the job's only writable tmpfs (/tmp). */
   fileBytes: 16 * 1024 * 1024,
   tmpfsBytes: 32 * 1024 * 1024,
+  /** Files and directories in each of /tmp and /dev/shm (as root; see launcher.py). */
+  tmpfsInodes: 4_096,
   /** CPU seconds beyond the wall timeout before SIGXCPU; the wall clock normally fires first. */
   cpuGraceSeconds: 1,
 };

@@ -1,7 +1,14 @@
 import { spawn } from 'node:child_process';
+import { chmodSync, mkdirSync } from 'node:fs';
 import { access, constants, open } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Writable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import type { RunBudget } from './budget.ts';
 import { createOutputCollector, pythonLimits, type ExecutionResult, type Sandbox } from './limits.ts';
+
+const launcher = fileURLToPath(new URL('./launcher.py', import.meta.url));
 
 export interface PythonSandboxOptions {
   /** The interpreter, under /usr: the sandbox sees nothing else of the host. */
@@ -11,12 +18,15 @@ export interface PythonSandboxOptions {
   memoryMb: number;
   outputLimitBytes: number;
   seccompPath: string;
+  budget: RunBudget;
 }
 
 interface HostTools {
   bwrap: string;
   prlimit: string;
   setpriv: string;
+  /** The host's Python, which runs the trusted launcher (not the sandboxed interpreter). */
+  python3: string;
 }
 
 const searchDirs = ['/usr/bin', '/bin', '/usr/sbin', '/sbin', '/usr/local/bin'];
@@ -34,20 +44,32 @@ export async function findHostTools(): Promise<HostTools> {
       )
         return path;
     }
-    throw new Error(`${name} not found (install ${name === 'bwrap' ? 'bubblewrap' : 'util-linux'})`);
+    const packages: Record<string, string> = { bwrap: 'bubblewrap', python3: 'python3-minimal' };
+    throw new Error(`${name} not found (install ${packages[name] ?? 'util-linux'})`);
   };
-  return { bwrap: await find('bwrap'), prlimit: await find('prlimit'), setpriv: await find('setpriv') };
+  return {
+    bwrap: await find('bwrap'),
+    prlimit: await find('prlimit'),
+    setpriv: await find('setpriv'),
+    python3: await find('python3'),
+  };
 }
 
 const runningAsRoot = () => process.getuid?.() === 0;
 
 /** The command line: limits (prlimit), then the uid drop (setpriv), then the namespaces (bwrap). */
-function commandLine(tools: HostTools, options: PythonSandboxOptions, uid: number, timeoutSeconds: number) {
+function commandLine(
+  tools: HostTools,
+  options: PythonSandboxOptions,
+  uid: number,
+  timeoutSeconds: number,
+  mounts: { tmp: string; shm: string } | undefined,
+) {
   const cpu = timeoutSeconds + pythonLimits.cpuGraceSeconds;
   const limits = [
     `--cpu=${cpu}:${cpu + 1}`,
-    `--as=${options.memoryMb * 1024 * 1024}`,
-    `--nproc=${pythonLimits.processes}`,
+    `--as=${options.budget.addressSpaceBytes}`,
+    `--nproc=${options.budget.processes}`,
     `--fsize=${pythonLimits.fileBytes}`,
     `--nofile=${pythonLimits.openFiles}`,
     '--core=0',
@@ -88,8 +110,11 @@ function commandLine(tools: HostTools, options: PythonSandboxOptions, uid: numbe
     '/proc',
     '--dev',
     '/dev',
-    ...['--size', tmpfs, '--tmpfs', '/dev/shm', '--remount-ro', '/dev'],
-    ...['--size', tmpfs, '--tmpfs', '/tmp'],
+    // As root the launcher mounts both with an inode cap too (bwrap's --tmpfs has none).
+    ...(mounts ? ['--bind', mounts.shm, '/dev/shm'] : ['--size', tmpfs, '--tmpfs', '/dev/shm']),
+    '--remount-ro',
+    '/dev',
+    ...(mounts ? ['--bind', mounts.tmp, '/tmp'] : ['--size', tmpfs, '--tmpfs', '/tmp']),
     ...['--dir', '/var', '--symlink', '../tmp', '/var/tmp'],
     ...['--ro-bind-data', '4', '/etc/passwd', '--ro-bind-data', '5', '/etc/group'],
     ...['--remount-ro', '/', '--chdir', '/tmp'],
@@ -105,6 +130,16 @@ function commandLine(tools: HostTools, options: PythonSandboxOptions, uid: numbe
   return [tools.prlimit, ...limits, ...drop, ...sandbox];
 }
 
+/** Empty mount points for a slot's /tmp and /dev/shm (root only), reachable by the slot's uid. */
+function mountPoints(uidBase: number, slot: number) {
+  const base = join(tmpdir(), `ragport-sandbox-${uidBase}`, `slot-${slot}`);
+  const tmp = join(base, 'tmp');
+  const shm = join(base, 'shm');
+  for (const dir of [tmp, shm]) mkdirSync(dir, { recursive: true });
+  for (const dir of [join(tmpdir(), `ragport-sandbox-${uidBase}`), base, tmp, shm]) chmodSync(dir, 0o711);
+  return { tmp, shm };
+}
+
 const signalNumbers: Record<string, number> = { SIGKILL: 9, SIGXCPU: 24, SIGXFSZ: 25, SIGSEGV: 11, SIGABRT: 6 };
 
 /**
@@ -117,14 +152,28 @@ export function createPythonSandbox(tools: HostTools, options: PythonSandboxOpti
     async run(job) {
       const started = performance.now();
       const uid = options.uidBase + job.slot;
-      const [file, ...args] = commandLine(tools, options, uid, Math.ceil(job.timeoutMs / 1000));
+      const mounts = runningAsRoot() ? mountPoints(options.uidBase, job.slot) : undefined;
+      const chain = commandLine(tools, options, uid, Math.ceil(job.timeoutMs / 1000), mounts);
+      const launch = [
+        ...options.budget.cgroupProcs(job.slot).flatMap((procs) => ['--cgroup', procs]),
+        ...(mounts
+          ? [mounts.tmp, mounts.shm].flatMap((dir) => [
+              '--tmpfs',
+              dir,
+              String(pythonLimits.tmpfsBytes),
+              String(pythonLimits.tmpfsInodes),
+              String(uid),
+            ])
+          : []),
+      ];
       const filter = await open(options.seccompPath, 'r');
       let child;
       try {
-        child = spawn(file as string, args, {
+        // The host's Python runs the trusted launcher (launcher.py), which starts the chain.
+        child = spawn(tools.python3, ['-I', '-S', launcher, ...launch, '--', ...chain], {
           env: {}, // bwrap's own environment is readable from inside as /proc/1/environ
           cwd: '/',
-          detached: true, // its own process group, killed as one
+          detached: true, // its own process group
           stdio: ['pipe', 'pipe', 'pipe', filter.fd, 'pipe', 'pipe'],
         });
       } finally {
@@ -132,14 +181,25 @@ export function createPythonSandbox(tools: HostTools, options: PythonSandboxOpti
       }
       const pid = child.pid;
       let exited = false;
-      // Only while the leader lives: afterwards the group id could belong to someone else.
+      // The launcher kills the chain and reaps every process of the run; should it not be gone
+      // 2 s later, its group is killed. Only while it lives: afterwards its pid could be reused.
+      let stopping = false;
       const killGroup = () => {
-        if (pid === undefined || exited) return;
+        if (pid === undefined || exited || stopping) return;
+        stopping = true;
         try {
-          process.kill(-pid, 'SIGKILL');
+          process.kill(pid, 'SIGTERM');
         } catch {
-          // already gone
+          return;
         }
+        setTimeout(() => {
+          if (exited) return;
+          try {
+            process.kill(-pid, 'SIGKILL');
+          } catch {
+            // already gone
+          }
+        }, 2_000).unref();
       };
       const output = createOutputCollector(options.outputLimitBytes, killGroup);
       let timedOut = false;

@@ -7,6 +7,7 @@ import { AppError } from '../../http/errors.ts';
 import type { Tool } from '../tool.types.ts';
 import { createJavaScriptSandbox } from './javascript.ts';
 import type { Sandbox } from './limits.ts';
+import { createRunBudget } from './budget.ts';
 import { createPythonSandbox, findHostTools } from './python.ts';
 import { createSlotQueue } from './queue.ts';
 import { ensureSeccompFilter } from './seccomp.ts';
@@ -38,7 +39,13 @@ async function preparePython(config: CodeExecutionConfig, cacheDir: string): Pro
   try {
     const tools = await findHostTools();
     const seccompPath = await ensureSeccompFilter(cacheDir);
-    const sandbox = createPythonSandbox(tools, { ...config, seccompPath });
+    // The probe has a slot (and uid) of its own, beyond the job slots.
+    const budget = createRunBudget({
+      memoryMb: config.memoryMb,
+      slots: config.concurrency + 1,
+      uidBase: config.uidBase,
+    });
+    const sandbox = createPythonSandbox(tools, { ...config, seccompPath, budget });
     const probe = await sandbox.run({
       code: 'print(6 * 7)',
       timeoutMs: 15_000,
