@@ -32,6 +32,7 @@ const ops = [
   'test/ratelimit/multi-instance.test.ts',
   'test/ratelimit/redis-down.test.ts',
   'test/tools/code-execution.hostile.test.ts',
+  'test/tools/code-execution.budget.test.ts',
 ];
 
 export default defineConfig({

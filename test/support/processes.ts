@@ -36,11 +36,20 @@ const inherited = () => {
   return env;
 };
 
-export function spawnRagport(script: 'server' | 'worker', env: Record<string, string>): RagportProcess {
+export function spawnRagport(
+  script: 'server' | 'worker',
+  env: Record<string, string>,
+  /** Descriptors the child inherits at these numbers, as a shell's `100</file` would pass them. */
+  extraFds: Record<number, number> = {},
+): RagportProcess {
+  const highest = Math.max(2, ...Object.keys(extraFds).map(Number));
+  const stdio = Array.from({ length: highest + 1 }, (_v, fd) =>
+    fd === 0 ? 'ignore' : fd <= 2 ? 'pipe' : (extraFds[fd] ?? 'ignore'),
+  );
   const child = spawn(process.execPath, [path.join(root, 'src', `${script}.ts`)], {
     cwd: root,
     env: { ...inherited(), HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio,
   });
   let output = '';
   child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
