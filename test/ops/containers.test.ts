@@ -112,7 +112,7 @@ describe('Dockerfile', () => {
     }
   });
 
-  it('runs as a non-root user', () => {
+  it('runs as a non-root user by default', () => {
     const user = all('USER').at(-1)?.args;
     expect(user).toBeDefined();
     expect(['root', '0']).not.toContain(user?.split(':')[0]);
@@ -177,6 +177,18 @@ describe('docker-compose.yml', () => {
       for (const dependency of Object.keys(service.depends_on ?? {}))
         expect(Object.keys(services)).toContain(dependency);
     }
+  });
+
+  it('runs the API so the Python sandbox works: root for the per-run uid drop, the options bwrap needs, an init', () => {
+    const api = compose.services.ragport as { user?: string; security_opt?: string[]; init?: boolean };
+    expect(api.user).toBe('0');
+    expect(api.init).toBe(true);
+    expect(api.security_opt).toEqual(
+      expect.arrayContaining(['seccomp=unconfined', 'apparmor=unconfined', 'systempaths=unconfined']),
+    );
+    const worker = compose.services.worker as { user?: string; security_opt?: string[] };
+    expect(worker.user).toBeUndefined();
+    expect(worker.security_opt).toBeUndefined();
   });
 
   it('runs ingestion in the worker (npm run worker), none in the API', () => {

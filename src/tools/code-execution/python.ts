@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync } from 'node:fs';
 import { access, constants, open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -56,6 +56,22 @@ export async function findHostTools(): Promise<HostTools> {
 }
 
 const runningAsRoot = () => process.getuid?.() === 0;
+
+/**
+ * Whether the launcher can mount the run's tmpfs itself (with an inode cap): root with
+ * CAP_SYS_ADMIN. Root in a default container has no CAP_SYS_ADMIN; bwrap's own tmpfs is used.
+ */
+function canMount(): boolean {
+  if (!runningAsRoot()) return false;
+  try {
+    const status = readFileSync('/proc/self/status', 'utf8');
+    const effective = /^CapEff:\s*([0-9a-f]+)$/m.exec(status)?.[1];
+    return effective !== undefined && (BigInt(`0x${effective}`) & (1n << 21n)) !== 0n;
+  } catch {
+    return false;
+  }
+}
+const mountsTmpfs = canMount();
 
 /** The command line: limits (prlimit), then the uid drop (setpriv), then the namespaces (bwrap). */
 function commandLine(
@@ -152,7 +168,7 @@ export function createPythonSandbox(tools: HostTools, options: PythonSandboxOpti
     async run(job) {
       const started = performance.now();
       const uid = options.uidBase + job.slot;
-      const mounts = runningAsRoot() ? mountPoints(options.uidBase, job.slot) : undefined;
+      const mounts = mountsTmpfs ? mountPoints(options.uidBase, job.slot) : undefined;
       const chain = commandLine(tools, options, uid, Math.ceil(job.timeoutMs / 1000), mounts);
       const launch = [
         ...options.budget.cgroupProcs(job.slot).flatMap((procs) => ['--cgroup', procs]),

@@ -7,7 +7,7 @@ import { AppError } from '../../http/errors.ts';
 import type { Tool } from '../tool.types.ts';
 import { createJavaScriptSandbox } from './javascript.ts';
 import type { Sandbox } from './limits.ts';
-import { createRunBudget } from './budget.ts';
+import { createRunBudget, type RunBudget } from './budget.ts';
 import { createPythonSandbox, findHostTools } from './python.ts';
 import { createSlotQueue } from './queue.ts';
 import { ensureSeccompFilter } from './seccomp.ts';
@@ -29,7 +29,7 @@ export const codeExecutionResult = z.object({
 export type CodeExecutionParameters = z.infer<typeof codeExecutionParameters>;
 export type CodeExecutionResult = z.infer<typeof codeExecutionResult>;
 
-type PythonAvailability = { ok: true; sandbox: Sandbox } | { ok: false; reason: string };
+type PythonAvailability = { ok: true; sandbox: Sandbox; budget: RunBudget['mode'] } | { ok: false; reason: string };
 
 /**
  * Finds the host tools, builds the seccomp filter and runs one trivial program in the sandbox.
@@ -56,7 +56,7 @@ async function preparePython(config: CodeExecutionConfig, cacheDir: string): Pro
       const detail = probe.output.trim().split('\n').slice(-1)[0] ?? '';
       return { ok: false, reason: `the sandbox does not start (exit ${probe.exit_code}): ${detail.slice(0, 200)}` };
     }
-    return { ok: true, sandbox };
+    return { ok: true, sandbox, budget: budget.mode };
   } catch (error) {
     return { ok: false, reason: (error as Error).message };
   }
@@ -82,8 +82,9 @@ export function createCodeExecution(deps: CodeExecutionDeps) {
   };
   const javascript = createJavaScriptSandbox(config);
   const python = preparePython(config, join(deps.dataDir, 'sandbox')).then((availability) => {
-    if (availability.ok) logger.info('code_execution: Python sandbox ready (bubblewrap, seccomp, rlimits)');
-    else logger.warn({ reason: availability.reason }, 'code_execution: Python disabled, the sandbox is unavailable');
+    if (availability.ok) {
+      logger.info(`code_execution: Python sandbox ready (bubblewrap, seccomp; per-run budget: ${availability.budget})`);
+    } else logger.warn({ reason: availability.reason }, 'code_execution: Python disabled, the sandbox is unavailable');
     return availability;
   });
 
@@ -138,7 +139,7 @@ export function createCodeExecution(deps: CodeExecutionDeps) {
     check: async () => {
       const availability = await python;
       return availability.ok
-        ? { ok: true, detail: 'sandboxed (bubblewrap, seccomp, rlimits)' }
+        ? { ok: true, detail: `sandboxed (bubblewrap, seccomp; per-run budget: ${availability.budget})` }
         : { ok: false, detail: `disabled: ${availability.reason}` };
     },
   };
