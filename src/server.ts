@@ -14,7 +14,13 @@ const STREAM_END_GRACE_MS = 250;
 async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
-  const database = await openConfiguredDatabase(config, logger);
+  // An embedded engine that failed below SQL is not used again: readiness fails at once, and the
+  // process shuts down with status 1 so that its supervisor starts it afresh.
+  const onBroken: { stop: (reason: string) => unknown } = { stop: () => undefined };
+  const database = await openConfiguredDatabase(config, logger, (error) => {
+    logger.fatal({ err: error }, 'embedded database failed; shutting down so a restart reopens it');
+    void onBroken.stop('database failure');
+  });
   await database.migrate();
   const limiter = await createLimiter({ redisUrl: config.redisUrl, redisFailureMode: config.redisFailureMode, logger });
   const embeddings = await loadEmbeddings(config, logger);
@@ -48,6 +54,7 @@ async function main(): Promise<void> {
   );
 
   let stopping = false;
+  let exitCode = 0;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
@@ -74,7 +81,11 @@ async function main(): Promise<void> {
     await limiter.close();
     await database.close();
     logger.info('stopped');
-    process.exit(0);
+    process.exit(exitCode);
+  };
+  onBroken.stop = (reason) => {
+    exitCode = 1;
+    return stop(reason);
   };
   process.once('SIGTERM', () => void stop('SIGTERM'));
   process.once('SIGINT', () => void stop('SIGINT'));

@@ -67,14 +67,63 @@ const pgliteBytea = {
   parsers: { [BYTEA]: (text: string) => new Uint8Array(Buffer.from(text.slice(2), 'hex')) },
 };
 
+/**
+ * Bind parameters one statement may carry on PGlite. Its protocol writer counts them in a signed
+ * 16-bit field: with 32,800 a statement silently ran with the wrong parameters (a `where 1 in
+ * (…)` matched nothing), and later statements of the session answered wrongly too (every key
+ * unknown, lists empty) until a restart. Refused before anything is sent.
+ */
+export const PGLITE_MAX_PARAMETERS = 32_767;
+
+/** A failure of the engine itself, not an error PostgreSQL reported for a statement. */
+const isEngineFailure = (error: unknown): error is Error => error instanceof RangeError;
+
+export interface PgliteOptions {
+  /** Called once when the engine fails below SQL: the server then exits for its supervisor. */
+  onBroken?: (error: Error) => void;
+}
+
 /** The embedded PostgreSQL (PGlite + pgvector), persisted under `dir`, or in memory without one. */
-export async function openPglite(dir?: string): Promise<Database> {
+export async function openPglite(dir?: string, options: PgliteOptions = {}): Promise<Database> {
   if (dir !== undefined) mkdirSync(dir, { recursive: true });
   const client = await PGlite.create({
     ...(dir === undefined ? {} : { dataDir: dir }),
     extensions: { vector },
     ...pgliteBytea,
   });
+  // After an engine failure PGlite may answer later statements wrongly rather than fail: from
+  // then on every statement is refused with the cause and readiness fails, until a restart.
+  let broken: Error | undefined;
+  const refusal = () =>
+    new Error(`embedded database failed (${broken?.message ?? 'unknown'}); restart ragport to reopen it`);
+  const guarded =
+    <A extends unknown[], R>(method: (...args: A) => Promise<R>) =>
+    async (...args: A): Promise<R> => {
+      if (broken) throw refusal();
+      const params = args[1];
+      if (Array.isArray(params) && params.length > PGLITE_MAX_PARAMETERS) {
+        throw new Error(
+          `statement with ${params.length} bind parameters refused (at most ${PGLITE_MAX_PARAMETERS} on the embedded database)`,
+        );
+      }
+      try {
+        return await method(...args);
+      } catch (error) {
+        if (!broken && isEngineFailure(error)) {
+          broken = error;
+          options.onBroken?.(error);
+        }
+        throw error;
+      }
+    };
+  client.query = guarded(client.query.bind(client)) as typeof client.query;
+  client.exec = guarded(client.exec.bind(client));
+  const transaction = client.transaction.bind(client);
+  client.transaction = guarded(((callback: Parameters<typeof client.transaction>[0]) =>
+    transaction(async (tx) => {
+      tx.query = guarded(tx.query.bind(tx)) as typeof tx.query;
+      return callback(tx);
+    })) as typeof client.transaction);
   const db = drizzlePglite(client, { schema }) as unknown as Db;
   return {
     kind: 'pglite',
@@ -152,6 +201,8 @@ export interface OpenDatabaseOptions {
   dataDir: string;
   poolSize: number;
   onPoolError?: (error: Error) => void;
+  /** The embedded engine failed below SQL (see openPglite). */
+  onBroken?: (error: Error) => void;
 }
 
 /** `DATABASE_URL` selects a PostgreSQL server; without it, the embedded database under DATA_DIR. */
@@ -166,7 +217,10 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
   // One process owns the embedded database: a second opener is refused before it reads a byte.
   const lock = lockDataDir(options.dataDir);
   try {
-    const database = await openPglite(path.join(options.dataDir, 'pg'));
+    const database = await openPglite(
+      path.join(options.dataDir, 'pg'),
+      options.onBroken ? { onBroken: options.onBroken } : {},
+    );
     const close = database.close.bind(database);
     return Object.assign(database, {
       close: async () => {
@@ -184,11 +238,13 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
 export function openConfiguredDatabase(
   config: { databaseUrl: string | undefined; dataDir: string; databasePoolSize: number },
   logger: { warn: (obj: object, msg: string) => void },
+  onBroken?: (error: Error) => void,
 ): Promise<Database> {
   return openDatabase({
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
     poolSize: config.databasePoolSize,
     onPoolError: (error) => logger.warn({ err: error }, 'idle database connection failed'),
+    ...(onBroken ? { onBroken } : {}),
   });
 }
