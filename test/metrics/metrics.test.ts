@@ -46,6 +46,15 @@ describe('GET /metrics', () => {
     expect(text).toContain('# TYPE ragport_http_request_duration_seconds histogram');
     // Process metrics come with an enabled scrape.
     expect(text).toContain('process_resident_memory_bytes');
+    // Event-loop delay (perf_hooks.monitorEventLoopDelay): how long a request can wait for the
+    // loop, e.g. behind the embedded database's work (issue 14).
+    for (const metric of [
+      'nodejs_eventloop_lag_p50_seconds',
+      'nodejs_eventloop_lag_p99_seconds',
+      'nodejs_eventloop_lag_max_seconds',
+    ]) {
+      expect(text).toMatch(new RegExp(`^${metric} \\d`, 'm'));
+    }
   });
 
   it('is not part of the API: absent from the OpenAPI document', async () => {
