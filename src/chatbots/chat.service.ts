@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { isForeignKeyViolation } from '../db/errors.ts';
 import { newId } from '../db/ids.ts';
 import type { GatewayService } from '../gateway/gateway.service.ts';
-import { AppError, notFound } from '../http/errors.ts';
+import { AppError, notFound } from '../errors.ts';
 import type { Principal } from '../keys/principal.ts';
 import type { ChatBody, ChatResponse } from './chatbots.schemas.ts';
 import type { ChatbotsService } from './chatbots.service.ts';

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { sendChatStream } from '../gateway/sse.reply.ts';
+import { sendChatStream } from '../http/sse.reply.ts';
 import { clientGone } from '../http/abort.ts';
 import { principalOf } from '../http/auth.ts';
 import type { ChatService } from './chat.service.ts';

@@ -3,7 +3,7 @@ import { newId } from '../db/ids.ts';
 import type { ChatbotRow } from '../db/schema/chatbots.ts';
 import type { ConversationRow } from '../db/schema/conversations.ts';
 import type { MessageRow } from '../db/schema/messages.ts';
-import { AppError, notFound } from '../http/errors.ts';
+import { AppError, notFound } from '../errors.ts';
 import { hasScope, type Principal } from '../keys/principal.ts';
 import type { ChatbotPatch, ChatbotsRepository } from './chatbots.repository.ts';
 import type { ChatbotRecord, ConversationDetail, CreateChatbotBody, UpdateChatbotBody } from './chatbots.schemas.ts';

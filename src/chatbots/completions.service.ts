@@ -3,7 +3,7 @@ import type {
   ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
 import type { ChatStream, GatewayService } from '../gateway/gateway.service.ts';
-import { invalid } from '../http/errors.ts';
+import { invalid } from '../errors.ts';
 import type { Principal } from '../keys/principal.ts';
 import type { ChatbotCompletionRequest } from './chatbots.schemas.ts';
 import type { ChatbotsService } from './chatbots.service.ts';

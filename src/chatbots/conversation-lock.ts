@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { randomBase62 } from '../db/ids.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../errors.ts';
 import type { ConversationsRepository } from './conversations.repository.ts';
 
 export interface LockSettings {

@@ -2,7 +2,7 @@ import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
 import { randomBase62 } from '../db/ids.ts';
 import type { ChatStream } from '../gateway/gateway.service.ts';
 import type { StreamEvent } from '../gateway/providers/provider.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../errors.ts';
 
 /**
  * What a fallback response stands in for: the provider failed after retries and failover (5xx,

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { ChatbotRow } from '../db/schema/chatbots.ts';
 import type { Caller } from '../gateway/gateway.service.ts';
 import { tokenCounter } from '../gateway/tokens.ts';
-import { notFound } from '../http/errors.ts';
+import { notFound } from '../errors.ts';
 import type { Principal } from '../keys/principal.ts';
 import type { RetrievalService } from '../retrieval/retrieval.service.ts';
 import type { ChatbotsRepository } from './chatbots.repository.ts';

@@ -1,4 +1,4 @@
-import { AppError, notFound } from '../http/errors.ts';
+import { AppError, notFound } from '../errors.ts';
 import { canUseCollection, type Principal } from '../keys/principal.ts';
 import { isUniqueViolation } from '../db/errors.ts';
 import { newId } from '../db/ids.ts';

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { isUniqueViolation } from '../db/errors.ts';
 import { newId } from '../db/ids.ts';
 import type { CollectionsService } from '../collections/collections.service.ts';
-import { AppError, notFound } from '../http/errors.ts';
+import { AppError, notFound } from '../errors.ts';
 import { classifyUpload, contentTypeOf, sniffBytes } from '../ingestion/parsers/index.ts';
 import { canUseCollection, type Principal } from '../keys/principal.ts';
 import type { DocumentSummary, DocumentsRepository } from './documents.repository.ts';

@@ -1,4 +1,4 @@
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../errors.ts';
 import type { EmbeddingsBody, EmbeddingsResponse } from './embeddings.schemas.ts';
 import { MAX_TOTAL_CHARS } from './embeddings.schemas.ts';
 import type { EmbeddingBackend } from '../gateway/embeddings.ts';

@@ -1,4 +1,4 @@
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../errors.ts';
 import { UpstreamFailure } from './providers/provider.ts';
 
 /**

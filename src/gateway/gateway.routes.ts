@@ -8,7 +8,7 @@ import { abortOnShutdown, shuttingDown } from '../http/abort.ts';
 import { principalOf } from '../http/auth.ts';
 import { chatCompletionRequest, chatCompletionResponse, modelList } from './gateway.schemas.ts';
 import type { GatewayService } from './gateway.service.ts';
-import { sendChatStream } from './sse.reply.ts';
+import { sendChatStream } from '../http/sse.reply.ts';
 
 const tags = ['chat'];
 

@@ -5,7 +5,7 @@ import type {
   ChatCompletionCreateParamsStreaming,
 } from 'openai/resources/chat/completions';
 import type { Logger } from 'pino';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../errors.ts';
 import type { TokenQuota } from '../usage/quota.ts';
 import type { UsageRecorder } from '../usage/usage.recorder.ts';
 import { asAppError } from './gateway.errors.ts';

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../errors.ts';
 import type { UsageEvent } from '../usage/usage.recorder.ts';
 import { asAppError } from './gateway.errors.ts';
 import type { RerankItem } from './providers/provider.ts';

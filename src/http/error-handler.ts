@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
-import { AppError, renderError, type ErrorCode, type ErrorFamily } from './errors.ts';
+import { AppError, renderError, statusOf, type ErrorCode, type ErrorFamily } from './errors.ts';
 import type { RouteEntry } from './route-config.ts';
 
 const statusCodes: Record<number, ErrorCode> = {
@@ -124,12 +124,12 @@ const familyOf = (request: FastifyRequest) => request.routeOptions.config.family
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error, request, reply) => {
     const appError = toAppError(error);
-    if (appError.status >= 500) request.log.error({ err: error }, 'request failed');
+    if (statusOf(appError) >= 500) request.log.error({ err: error }, 'request failed');
     if (appError.headers) void reply.headers(appError.headers);
     const body = renderError(appError, familyOf(request));
     // An upstream's code is outside our enum, so the documented schema would refuse it: sent as is.
     return reply
-      .code(appError.status)
+      .code(statusOf(appError))
       .type('application/json; charset=utf-8')
       .send(appError.upstream ? JSON.stringify(body) : body);
   });
@@ -171,6 +171,6 @@ export function frameworkErrorHandler(routes: readonly RouteEntry[]) {
     const appError = message === undefined ? toAppError(error) : new AppError({ code: 'invalid_value', message });
     const family = familyOfPath(routes, (request.raw.url ?? '').split('?')[0] ?? '');
     void reply.header('x-request-id', request.id);
-    void reply.code(appError.status).type('application/json; charset=utf-8').send(renderError(appError, family));
+    void reply.code(statusOf(appError)).type('application/json; charset=utf-8').send(renderError(appError, family));
   };
 }

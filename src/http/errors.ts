@@ -3,6 +3,8 @@
  * body shapes of the contract its errors use; 401, 403 and 429 are structured everywhere.
  */
 
+import type { AppError, ErrorCode } from '../errors.ts';
+
 export type ErrorFamily = 'structured' | 'simple';
 
 interface CodeSpec {
@@ -30,71 +32,16 @@ export const errorCodes = {
   upstream_error: { status: 502, type: 'api_error' },
   service_unavailable: { status: 503, type: 'api_error' },
   upstream_timeout: { status: 504, type: 'api_error' },
-} as const satisfies Record<string, CodeSpec>;
+} as const satisfies Record<ErrorCode, CodeSpec>;
 
-export type ErrorCode = keyof typeof errorCodes;
+export { AppError, invalid, invalidFromIssues, notFound } from '../errors.ts';
+export type { AppErrorOptions, ErrorCode } from '../errors.ts';
 
-export interface AppErrorOptions {
-  code: ErrorCode;
-  message: string;
-  /** The request field at fault, reported as `param` in structured bodies. */
-  param?: string;
-  /** Extra top-level fields of a simple body, e.g. `document_id` of a duplicate upload. */
-  extra?: Record<string, string>;
-  headers?: Record<string, string>;
-  cause?: unknown;
-  /** An upstream provider's 4xx passed through: its status, type and code replace the code's. */
-  upstream?: { status: number; type: string; code: string };
-}
+/** The HTTP status an error is answered with. */
+export const statusOf = (error: AppError): number => error.upstream?.status ?? errorCodes[error.code].status;
 
-export class AppError extends Error {
-  readonly code: ErrorCode;
-  readonly param: string | undefined;
-  readonly extra: Record<string, string> | undefined;
-  readonly headers: Record<string, string> | undefined;
-  readonly upstream: AppErrorOptions['upstream'];
-
-  constructor(options: AppErrorOptions) {
-    super(options.message, { cause: options.cause });
-    this.name = 'AppError';
-    this.code = options.code;
-    this.param = options.param;
-    this.extra = options.extra;
-    this.headers = options.headers;
-    this.upstream = options.upstream;
-  }
-
-  get status(): number {
-    return this.upstream?.status ?? errorCodes[this.code].status;
-  }
-
-  get type(): string {
-    return this.upstream?.type ?? errorCodes[this.code].type;
-  }
-
-  /** The code the client sees: ours, or the upstream's when passed through. */
-  get reportedCode(): string {
-    return this.upstream?.code ?? this.code;
-  }
-}
-
-export const notFound = (message: string): AppError => new AppError({ code: 'not_found', message });
-
-export const invalid = (message: string, param?: string): AppError =>
-  new AppError({ code: 'invalid_value', message, ...(param === undefined ? {} : { param }) });
-
-/**
- * A 400 from the first issue of a zod validation done in a handler (input fastify's validator
- * does not see): `<prefix><path>: <message>`, or `<whole>: <message>` for the value as a whole.
- */
-export function invalidFromIssues(
-  issues: readonly { path: PropertyKey[]; message: string }[],
-  names: { prefix: string; whole: string },
-): AppError {
-  const first = issues[0];
-  const path = first?.path.map(String).join('.') ?? '';
-  return invalid(`${path ? names.prefix + path : names.whole}: ${first?.message ?? 'invalid value'}`);
-}
+/** The OpenAI-style `type` of a structured error body. */
+export const typeOf = (error: AppError): string => error.upstream?.type ?? errorCodes[error.code].type;
 
 export interface StructuredErrorBody {
   error: { message: string; type: string; code: string; param?: string };
@@ -108,11 +55,12 @@ const alwaysStructured = new Set([401, 403, 429]);
 
 /** Renders an AppError as the body shape its route family uses. 5xx messages never leak. */
 export function renderError(error: AppError, family: ErrorFamily): ErrorBody {
-  const message = error.status === 500 ? 'Internal server error' : error.message;
-  if (family === 'simple' && !alwaysStructured.has(error.status)) {
+  const status = statusOf(error);
+  const message = status === 500 ? 'Internal server error' : error.message;
+  if (family === 'simple' && !alwaysStructured.has(status)) {
     return { ...error.extra, error: message };
   }
-  const body: StructuredErrorBody = { error: { message, type: error.type, code: error.reportedCode } };
+  const body: StructuredErrorBody = { error: { message, type: typeOf(error), code: error.reportedCode } };
   if (error.param !== undefined) body.error.param = error.param;
   return body;
 }

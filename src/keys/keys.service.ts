@@ -1,6 +1,6 @@
 import type { ApiKeyRow } from '../db/schema/keys.ts';
 import { newId } from '../db/ids.ts';
-import { invalid, notFound } from '../http/errors.ts';
+import { invalid, notFound } from '../errors.ts';
 import { keySubject, windowsFor } from '../ratelimit/policy.ts';
 import type { RateLimitStore } from '../ratelimit/ratelimit.ts';
 import { createAuthCache, type AuthCache } from './auth-cache.ts';

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../errors.ts';
 import type { LimitWindow, RateLimitStore } from './ratelimit.ts';
 
 export type RedisFailureMode = 'local' | 'closed';

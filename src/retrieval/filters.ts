@@ -1,5 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../errors.ts';
 
 /**
  * Metadata filters, compiled to SQL on documents.metadata (alias `d`). `{key: value}` is

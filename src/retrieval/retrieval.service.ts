@@ -1,7 +1,7 @@
 import type { CollectionsService } from '../collections/collections.service.ts';
 import type { EmbeddingRegistry } from '../embeddings/registry.ts';
 import type { RerankOutcome, RerankRequest } from '../gateway/rerank.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../errors.ts';
 import type { Principal } from '../keys/principal.ts';
 import { analyze } from './analyzer.ts';
 import { compileFilters, type Filters } from './filters.ts';

@@ -1,6 +1,6 @@
 import { newId } from '../db/ids.ts';
 import type { webhookDeliveries, webhookEndpoints } from '../db/schema/webhooks.ts';
-import { AppError, notFound } from '../http/errors.ts';
+import { AppError, notFound } from '../errors.ts';
 import { BOOTSTRAP_KEY_ID } from '../keys/keys.service.ts';
 import { canUseCollection, type Principal } from '../keys/principal.ts';
 import { newSigningSecret, type Sealer } from './signing.ts';

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { CodeExecutionConfig } from '../../config.ts';
 import type { ReadinessCheck } from '../../health/health.routes.ts';
-import { AppError } from '../../http/errors.ts';
+import { AppError } from '../../errors.ts';
 import type { Tool } from '../tool.types.ts';
 import { createJavaScriptSandbox } from './javascript.ts';
 import type { Sandbox } from './limits.ts';

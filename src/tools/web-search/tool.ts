@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { WebSearchConfig } from '../../config.ts';
-import { AppError } from '../../http/errors.ts';
+import { AppError } from '../../errors.ts';
 import type { Tool } from '../tool.types.ts';
 import { createTtlCache } from './cache.ts';
 import type { SearchProvider, SearchResult } from './provider.ts';

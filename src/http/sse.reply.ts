@@ -2,11 +2,11 @@ import { once } from 'node:events';
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { FastifyReply } from 'fastify';
 import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
-import { shuttingDown } from '../http/abort.ts';
-import { renderError } from '../http/errors.ts';
-import { asAppError } from './gateway.errors.ts';
-import type { ChatStream } from './gateway.service.ts';
-import type { Usage } from './providers/provider.ts';
+import { shuttingDown } from './abort.ts';
+import { renderError } from './errors.ts';
+import { asAppError } from '../gateway/gateway.errors.ts';
+import type { ChatStream } from '../gateway/gateway.service.ts';
+import type { Usage } from '../gateway/providers/provider.ts';
 
 const usageChunk = (last: ChatCompletionChunk, usage: Usage) =>
   JSON.stringify({
