@@ -9,6 +9,7 @@ import type { ChatbotsService } from './chatbots.service.ts';
 import type { ConversationLocks, HeldLock } from './conversation-lock.ts';
 import type { ConversationsRepository } from './conversations.repository.ts';
 import { callerOf, excerpt, toSource, type Turns } from './turn.ts';
+import type { Clock } from '../clock.ts';
 
 export interface ChatServiceDeps {
   chatbots: Pick<ChatbotsService, 'requireChatbot'>;
@@ -17,7 +18,7 @@ export interface ChatServiceDeps {
   turns: Turns;
   gateway: Pick<GatewayService, 'complete'>;
   logger: Logger;
-  clock: () => number;
+  clock: Clock;
 }
 
 const TITLE_CHARS = 100;

@@ -89,7 +89,7 @@ export type ChatbotRecord = z.infer<typeof chatbotRecord>;
 export const chatbotList = z.object({ chatbots: z.array(chatbotRecord) });
 export const chatbotParams = z.object({ chatbot_id: z.string().min(1).max(100) });
 export const conversationParams = z.object({ conversation_id: z.string().min(1).max(100) });
-export const message = z.object({ message: z.string() });
+export { message } from '../common.schemas.ts';
 
 export const source = z.object({
   title: z.string().describe("The document's metadata.title, else its name"),

@@ -13,6 +13,7 @@ import { createConversationLocks } from './conversation-lock.ts';
 import { createConversationsRepository } from './conversations.repository.ts';
 import { createCompletionsService } from './completions.service.ts';
 import { createTurns } from './turn.ts';
+import type { Clock } from '../clock.ts';
 
 export interface ChatbotsDeps {
   db: Db;
@@ -22,7 +23,7 @@ export interface ChatbotsDeps {
   gatewayConfig: Pick<ResolvedGatewayConfig, 'aliases' | 'context_windows'>;
   config: ChatbotsConfig;
   logger: Logger;
-  clock: () => number;
+  clock: Clock;
 }
 
 /** The chatbots domain wired: records, conversations, the two external endpoints, its routes. */

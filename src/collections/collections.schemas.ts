@@ -28,4 +28,4 @@ export const collectionRecord = z.object({
 export type CollectionRecord = z.infer<typeof collectionRecord>;
 
 export const collectionList = z.object({ collections: z.array(collectionRecord) });
-export const message = z.object({ message: z.string() });
+export { message } from '../common.schemas.ts';

@@ -124,7 +124,7 @@ export const updateDocumentBody = z
   .object({ description: z.string().max(10_000).optional(), metadata: metadataSchema.optional() })
   .refine((b) => b.description !== undefined || b.metadata !== undefined, 'description or metadata is required');
 
-export const message = z.object({ message: z.string() });
+export { message } from '../common.schemas.ts';
 
 /** PUT with new content: the document record, the replace queued. */
 export const replacedDocument = documentRecord.extend({ message: z.string() });

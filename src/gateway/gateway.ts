@@ -8,13 +8,14 @@ import { createOpenAICompatibleProvider } from './providers/openai-compatible/ad
 import type { ChatProvider, UpstreamFailure } from './providers/provider.ts';
 import { createRegistry } from './registry.ts';
 import { createRerankers } from './rerank.ts';
+import type { Clock } from '../clock.ts';
 
 export interface GatewayDeps {
   config: ResolvedGatewayConfig;
   usage: UsageRecorder;
   quota: TokenQuota;
   logger: Logger;
-  clock: () => number;
+  clock: Clock;
   /** Every provider is OpenAI-compatible today; tests may put a fake here. */
   createProvider?: (config: ResolvedProvider) => ChatProvider;
   /** Told of every failed upstream call (metrics). */

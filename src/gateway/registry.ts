@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { ResolvedGatewayConfig, ResolvedProvider } from './providers/config.ts';
 import type { ChatProvider } from './providers/provider.ts';
 import { CircuitBreaker, type Candidate } from './reliability.ts';
+import type { Clock } from '../clock.ts';
 
 export type ModelKind = 'chat' | 'embedding' | 'rerank';
 
@@ -40,7 +41,7 @@ interface ProviderState {
 export interface RegistryDeps {
   config: ResolvedGatewayConfig;
   createProvider: (config: ResolvedProvider) => ChatProvider;
-  clock: () => number;
+  clock: Clock;
   logger: Logger;
 }
 

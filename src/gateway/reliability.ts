@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { failureFrom } from './providers/openai-compatible/http.ts';
 import { UpstreamFailure, type ChatProvider } from './providers/provider.ts';
+import type { Clock } from '../clock.ts';
 
 export interface RetryPolicy {
   maxRetries: number;
@@ -25,9 +26,9 @@ export class CircuitBreaker {
   private openedAt: number | null = null;
   private trialInFlight = false;
   private readonly policy: BreakerPolicy;
-  private readonly clock: () => number;
+  private readonly clock: Clock;
 
-  constructor(policy: BreakerPolicy, clock: () => number) {
+  constructor(policy: BreakerPolicy, clock: Clock) {
     this.policy = policy;
     this.clock = clock;
   }

@@ -51,7 +51,8 @@ export type SimpleErrorBody = { error: string } & Record<string, string>;
 
 export type ErrorBody = StructuredErrorBody | SimpleErrorBody;
 
-const alwaysStructured = new Set([401, 403, 429]);
+/** Statuses answered in the structured shape on every route (contract.md). */
+export const alwaysStructured: ReadonlySet<number> = new Set([401, 403, 429]);
 
 /** Renders an AppError as the body shape its route family uses. 5xx messages never leak. */
 export function renderError(error: AppError, family: ErrorFamily): ErrorBody {

@@ -3,7 +3,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import { jsonSchemaTransform } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { errorCodes, type ErrorFamily } from './errors.ts';
+import { alwaysStructured, errorCodes, type ErrorFamily } from './errors.ts';
 import type { RouteEntry } from './route-config.ts';
 
 const codeNames = Object.keys(errorCodes) as [keyof typeof errorCodes, ...(keyof typeof errorCodes)[]];
@@ -21,7 +21,6 @@ export const structuredErrorSchema = z
 
 export const simpleErrorSchema = z.object({ error: z.string() }).catchall(z.string()).describe('Simple error');
 
-const alwaysStructured = new Set([401, 403, 429]);
 const documentedStatuses = [...new Set(Object.values(errorCodes).map((c) => c.status))];
 
 /** The error responses of a route, generated from the error enum so docs cannot drift from code. */

@@ -75,7 +75,7 @@ export const createdKeyRecord = keyRecord.extend({
 
 export const keyList = z.object({ keys: z.array(keyRecord) });
 
-export const messageResponse = z.object({ message: z.string() });
+export { message as messageResponse } from '../common.schemas.ts';
 
 const windowUsage = z.object({
   window: z.enum(['minute', 'hour', 'day']),

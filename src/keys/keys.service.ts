@@ -10,7 +10,8 @@ import type { CreateKeyBody, KeyRecord, KeyUsage, UpdateKeyBody } from './keys.s
 import { tierLimits, type Principal, type Scope, type Tier, type WindowLimits } from './principal.ts';
 import { generateSecret, hashSecret, isWellFormedKey, secretsEqual, visiblePrefix } from './secret.ts';
 
-export type Clock = () => number;
+export type { Clock } from '../clock.ts';
+import type { Clock } from '../clock.ts';
 
 export type AuthOutcome =
   { ok: true; principal: Principal } | { ok: false; reason: 'malformed' | 'unknown' | 'revoked' | 'expired' };
@@ -37,7 +38,7 @@ function limitsOf(row: Pick<ApiKeyRow, 'tier' | 'rateLimits'>): WindowLimits {
   };
 }
 
-export function principalOf(row: ApiKeyRow): Principal {
+export function principalFromRow(row: ApiKeyRow): Principal {
   return {
     keyId: row.id,
     scopes: row.scopes as Scope[],
@@ -141,7 +142,7 @@ export function createKeysService({
       const secretHash = hashSecret(secret);
       const key = await cache.lookup(secretHash, async () => {
         const row = await repo.findByHash(secretHash);
-        return row && { row, principal: principalOf(row) };
+        return row && { row, principal: principalFromRow(row) };
       });
       if (!key) return { ok: false, reason: 'unknown' };
       const { row } = key;
@@ -210,7 +211,7 @@ export function createKeysService({
 
     async usage(id: string): Promise<KeyUsage> {
       const row = await requireLive(id);
-      const principal = principalOf(row);
+      const principal = principalFromRow(row);
       const now = clock();
       const outcome = await limiter.peek(keySubject(row.id), windowsFor(principal), now);
       const today = new Date(now);

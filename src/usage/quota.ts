@@ -1,10 +1,11 @@
 import type { UsageRecorder } from './usage.recorder.ts';
 import type { UsageRepository } from './usage.repository.ts';
+import type { Clock } from '../clock.ts';
 
 export interface TokenQuotaOptions {
   repo: Pick<UsageRepository, 'tokensSince'>;
   recorder: Pick<UsageRecorder, 'tokensRecorded' | 'tokensPending'>;
-  clock: () => number;
+  clock: Clock;
   /** How long a database read stays good; local usage is added on top meanwhile. */
   ttlMs: number;
 }

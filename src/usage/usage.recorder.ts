@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { UsageDelta, UsageRepository } from './usage.repository.ts';
+import type { Clock } from '../clock.ts';
 
 export interface UsageEvent {
   keyId: string;
@@ -24,7 +25,7 @@ export interface UsageRecorder {
 
 export interface BatchedRecorderOptions {
   repo: Pick<UsageRepository, 'add'>;
-  clock: () => number;
+  clock: Clock;
   logger: Logger;
   /** Write at least this often while there is something to write. */
   flushIntervalMs: number;

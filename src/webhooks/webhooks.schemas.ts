@@ -56,6 +56,6 @@ export const deliveryRecord = z.object({
   delivered_at: z.string().nullable(),
 });
 export const deliveryList = z.object({ deliveries: z.array(deliveryRecord), page: z.number(), page_size: z.number() });
-export const message = z.object({ message: z.string() });
+export { message } from '../common.schemas.ts';
 
 export type CreateWebhookBody = z.infer<typeof createWebhookBody>;
