@@ -10,6 +10,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { loadConfig } from '../../src/config.ts';
 import { loadLocalModel } from '../../src/embeddings/local.model.ts';
 import { embeddingVariants } from './variants.ts';
@@ -35,7 +36,7 @@ for (const variant of variants) {
   const model = await loadLocalModel({
     id: config.embeddingModel,
     modelsDir: config.modelsDir,
-    cacheDir: '/tmp/ragport-models',
+    cacheDir: path.join(config.dataDir, 'models'),
     dtype: variant.dtype,
     batching: variant.batching,
     maxBatch: 64,

@@ -6,6 +6,7 @@
  *   MODELS_DIR=… node bench/embed/interleaved.ts      (ROUNDS=6, ROUND_SECONDS=2, BATCH=16)
  */
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { loadConfig } from '../../src/config.ts';
 import { loadLocalModel } from '../../src/embeddings/local.model.ts';
 import { embeddingVariants } from './variants.ts';
@@ -27,7 +28,7 @@ const models = await Promise.all(
     loadLocalModel({
       id: config.embeddingModel,
       modelsDir: config.modelsDir,
-      cacheDir: '/tmp/ragport-models',
+      cacheDir: path.join(config.dataDir, 'models'),
       dtype: v.dtype,
       batching: v.batching,
       maxBatch: batch,
