@@ -7,7 +7,7 @@ import { createIngestionWorker } from './ingestion/worker.ts';
 import { createLogger } from './logging.ts';
 import { countEmbeddings } from './metrics/embeddings.ts';
 import { createMetrics } from './metrics/metrics.ts';
-import { startMetricsServer } from './metrics/scrape.ts';
+import { startMetricsServer } from './http/metrics-server.ts';
 import { startWebhookSender } from './webhooks/sender.ts';
 import { createSealer } from './webhooks/signing.ts';
 import { createWebhooksRepository } from './webhooks/webhooks.repository.ts';
