@@ -30,20 +30,13 @@ import { createDocumentsRepository } from './documents/documents.repository.ts';
 import { documentsRoutes } from './documents/documents.routes.ts';
 import { createDocumentsService } from './documents/documents.service.ts';
 import { createSettledWaiters } from './documents/settled.ts';
-import { startWebhookSender, type WebhookSender } from './webhooks/sender.ts';
-import { createSealer } from './webhooks/signing.ts';
-import { createWebhooksRepository } from './webhooks/webhooks.repository.ts';
-import { webhooksRoutes } from './webhooks/webhooks.routes.ts';
-import { createWebhooksService } from './webhooks/webhooks.service.ts';
 import { embeddingsRoutes } from './embeddings/embeddings.routes.ts';
 import { createEmbeddingsService } from './embeddings/embeddings.service.ts';
 import type { EmbeddingRegistry } from './embeddings/registry.ts';
-import { createJobsRepository } from './ingestion/jobs.repository.ts';
-import { probeOcr } from './ingestion/ocr.ts';
-import { createIngestionWorker, type IngestionWorker } from './ingestion/worker.ts';
-import { countEmbeddings } from './metrics/embeddings.ts';
-import { createMetrics, type Metrics } from './metrics/metrics.ts';
+import type { IngestionWorker } from './ingestion/worker.ts';
+import type { Metrics } from './metrics/metrics.ts';
 import { installHttpMetrics, metricsRoutes } from './metrics/metrics.routes.ts';
+import { createProcessing } from './modules.ts';
 import { createCodeExecution } from './tools/code-execution/tool.ts';
 import { anyTool } from './tools/tool.types.ts';
 import { createToolRegistry } from './tools/tools.registry.ts';
@@ -99,13 +92,16 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   const clock = deps.clock ?? Date.now;
   let shuttingDown = false;
   const streamsEnd = new AbortController();
-  const jobs = createJobsRepository(database.db);
-  const metrics = createMetrics({
-    processMetrics: config.metrics.token !== undefined,
-    queueStats: () => jobs.queueStats(),
-    onQueueError: (error) => logger.warn({ err: error }, 'metrics: ingestion queue unreadable'),
+  // Built before the server starts taking requests; its worker and webhook sender start once it is ready.
+  const processing = await createProcessing({
+    db: database.db,
+    embeddings: deps.embeddings,
+    config,
+    logger,
+    concurrency: config.ingestionConcurrency,
   });
-  const embeddings = countEmbeddings(deps.embeddings, metrics);
+  const { metrics, embeddings, ocr } = processing.ingestion;
+  const worker = processing.ingestion.service;
 
   const baseLogger: FastifyBaseLogger = logger;
   const routes: RouteEntry[] = [];
@@ -220,9 +216,6 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await registerDocs(server, version);
   // Starts probing the Python sandbox now, so start-up logs and /readyz say whether it works.
   const codeExecution = createCodeExecution({ config: config.codeExecution, dataDir: config.dataDir, logger });
-  // OCR of scanned PDF pages is on when Tesseract is installed; said at start-up and on /readyz.
-  const ocr = await probeOcr(config.parsing.ocr, config.parsing.memoryMb);
-  if (config.ingestionConcurrency > 0) (ocr.ok ? logger.info : logger.warn).call(logger, `ocr: ${ocr.detail}`);
   await server.register(
     healthRoutes(
       [
@@ -255,30 +248,13 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     ),
   );
   await server.register(keysRoutes(keys));
-  const webhooksRepo = createWebhooksRepository(database.db);
-  const sealer = config.webhooks.signingKey === undefined ? undefined : createSealer(config.webhooks.signingKey);
-  await server.register(webhooksRoutes(createWebhooksService({ repo: webhooksRepo, sealer })));
+  await server.register(processing.webhooks.routes);
   await server.register(gatewayRoutes(gateway.service));
   await server.register(rerankRoutes(gateway.rerankers));
   if (config.metrics.token !== undefined && config.metrics.port === undefined) {
     await server.register(metricsRoutes(metrics, config.metrics.token));
   }
 
-  const worker =
-    config.ingestionConcurrency > 0
-      ? createIngestionWorker({
-          jobs,
-          embeddings,
-          chunking: config.chunking,
-          parsing: config.parsing,
-          leaseMs: config.ingestionLeaseMs,
-          embedBatch: config.ingestionEmbedBatch,
-          ocr: ocr.settings,
-          logger,
-          concurrency: config.ingestionConcurrency,
-          metrics: metrics.ingestion,
-        })
-      : undefined;
   const collections = createCollectionsService({
     repo: createCollectionsRepository(database.db),
     embeddings,
@@ -322,18 +298,13 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   });
   await server.register(chatbots.routes);
 
-  // Webhook deliveries are sent by the workers: here when this process ingests, else `npm run worker`.
-  let sender: WebhookSender | undefined;
   server.addHook('onClose', async () => {
-    await worker?.stop();
-    await sender?.stop();
+    await processing.stop();
     await codeExecution.settled();
   });
 
   await server.ready();
-  worker?.start();
-  if (worker !== undefined)
-    sender = startWebhookSender({ repo: webhooksRepo, sealer, config: config.webhooks, logger });
+  processing.start();
   return {
     server,
     routes,

@@ -1,16 +1,9 @@
 import { loadConfig, ConfigError } from './config.ts';
 import { openConfiguredDatabase } from './db/client.ts';
 import { loadEmbeddings } from './embeddings/load.ts';
-import { createJobsRepository } from './ingestion/jobs.repository.ts';
-import { probeOcr } from './ingestion/ocr.ts';
-import { createIngestionWorker } from './ingestion/worker.ts';
 import { createLogger } from './logging.ts';
-import { countEmbeddings } from './metrics/embeddings.ts';
-import { createMetrics } from './metrics/metrics.ts';
 import { startMetricsServer } from './http/metrics-server.ts';
-import { startWebhookSender } from './webhooks/sender.ts';
-import { createSealer } from './webhooks/signing.ts';
-import { createWebhooksRepository } from './webhooks/webhooks.repository.ts';
+import { createProcessing } from './modules.ts';
 
 /** A standalone ingestion worker (`npm run worker`): claims jobs from the shared queue, serves no API. */
 async function main(): Promise<void> {
@@ -21,39 +14,23 @@ async function main(): Promise<void> {
   }
   const database = await openConfiguredDatabase(config, logger);
   await database.migrate();
-  const jobs = createJobsRepository(database.db);
-  const { token, port } = config.metrics;
-  const metrics = createMetrics({
-    processMetrics: token !== undefined,
-    queueStats: () => jobs.queueStats(),
-    onQueueError: (error) => logger.warn({ err: error }, 'metrics: ingestion queue unreadable'),
-  });
-  const embeddings = countEmbeddings(await loadEmbeddings(config, logger), metrics);
-  const ocr = await probeOcr(config.parsing.ocr, config.parsing.memoryMb);
-  (ocr.ok ? logger.info : logger.warn).call(logger, `ocr: ${ocr.detail}`);
-  const worker = createIngestionWorker({
-    jobs,
-    embeddings,
-    chunking: config.chunking,
-    parsing: config.parsing,
-    leaseMs: config.ingestionLeaseMs,
-    embedBatch: config.ingestionEmbedBatch,
-    ocr: ocr.settings,
+  const processing = await createProcessing({
+    db: database.db,
+    embeddings: await loadEmbeddings(config, logger),
+    config,
     logger,
     concurrency: Math.max(1, config.ingestionConcurrency),
-    metrics: metrics.ingestion,
   });
+  const { metrics } = processing.ingestion;
+  const { token, port } = config.metrics;
   // The worker's only HTTP: /healthz (and /metrics with a token) on METRICS_PORT, when set.
   const metricsServer =
     port !== undefined ? await startMetricsServer({ host: config.host, port, token, metrics, logger }) : undefined;
-  worker.start();
-  const sender = startWebhookSender({
-    repo: createWebhooksRepository(database.db),
-    sealer: config.webhooks.signingKey === undefined ? undefined : createSealer(config.webhooks.signingKey),
-    config: config.webhooks,
-    logger,
-  });
-  logger.info({ worker: worker.id, metrics_port: metricsServer?.port }, 'ingestion worker started');
+  processing.start();
+  logger.info(
+    { worker: processing.ingestion.service?.id, metrics_port: metricsServer?.port },
+    'ingestion worker started',
+  );
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -66,8 +43,7 @@ async function main(): Promise<void> {
       process.exit(1);
     }, config.shutdownTimeoutMs);
     deadline.unref();
-    await worker.stop();
-    await sender.stop();
+    await processing.stop();
     await metricsServer?.close();
     await database.close();
     logger.info('worker stopped');
