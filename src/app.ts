@@ -23,9 +23,7 @@ import { createKeysService, type Clock } from './keys/keys.service.ts';
 import type { RateLimitStore } from './ratelimit/ratelimit.ts';
 import type { ToolState } from './startup-summary.ts';
 import { createChatbots } from './chatbots/chatbots.ts';
-import { createCollectionsRepository } from './collections/collections.repository.ts';
-import { collectionsRoutes } from './collections/collections.routes.ts';
-import { createCollectionsService } from './collections/collections.service.ts';
+import { createCollectionsModule } from './collections/collections.module.ts';
 import { createDocumentsRepository } from './documents/documents.repository.ts';
 import { documentsRoutes } from './documents/documents.routes.ts';
 import { createDocumentsService } from './documents/documents.service.ts';
@@ -255,27 +253,23 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     await server.register(metricsRoutes(metrics, config.metrics.token));
   }
 
-  const collections = createCollectionsService({
-    repo: createCollectionsRepository(database.db),
-    embeddings,
-    hnsw: config.hnsw,
-  });
+  const collections = createCollectionsModule({ db: database.db, embeddings, hnsw: config.hnsw });
   const settled = createSettledWaiters(database);
   server.addHook('onClose', () => settled.close());
   const documents = createDocumentsService({
     repo: createDocumentsRepository(database.db),
-    collections,
+    collections: collections.service,
     onQueued: () => worker?.wake(),
     settled,
   });
-  await server.register(collectionsRoutes(collections));
+  await server.register(collections.routes);
   await server.register(documentsRoutes(documents, config.uploadLimitBytes));
   await server.register(
     embeddingsRoutes(createEmbeddingsService({ registry: embeddings, usage, upstream: gateway.embeddingBackend })),
   );
   const retrieval = createRetrievalService({
     repo: createRetrievalRepository(database.db),
-    collections,
+    collections: collections.service,
     embeddings,
     settings: config.retrieval,
     rerank: (keyId, request, signal) => gateway.rerankers.rerank(keyId, request, signal),
@@ -288,7 +282,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await server.register(toolsRoutes(tools));
   const chatbots = createChatbots({
     db: database.db,
-    collections,
+    collections: collections.service,
     retrieval,
     gateway: gateway.service,
     gatewayConfig: config.gateway,
