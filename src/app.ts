@@ -24,10 +24,7 @@ import type { RateLimitStore } from './ratelimit/ratelimit.ts';
 import type { ToolState } from './startup-summary.ts';
 import { createChatbots } from './chatbots/chatbots.ts';
 import { createCollectionsModule } from './collections/collections.module.ts';
-import { createDocumentsRepository } from './documents/documents.repository.ts';
-import { documentsRoutes } from './documents/documents.routes.ts';
-import { createDocumentsService } from './documents/documents.service.ts';
-import { createSettledWaiters } from './documents/settled.ts';
+import { createDocumentsModule } from './documents/documents.module.ts';
 import { embeddingsRoutes } from './embeddings/embeddings.routes.ts';
 import { createEmbeddingsService } from './embeddings/embeddings.service.ts';
 import type { EmbeddingRegistry } from './embeddings/registry.ts';
@@ -254,16 +251,15 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   }
 
   const collections = createCollectionsModule({ db: database.db, embeddings, hnsw: config.hnsw });
-  const settled = createSettledWaiters(database);
-  server.addHook('onClose', () => settled.close());
-  const documents = createDocumentsService({
-    repo: createDocumentsRepository(database.db),
+  const documents = createDocumentsModule({
+    database,
     collections: collections.service,
     onQueued: () => worker?.wake(),
-    settled,
+    uploadLimitBytes: config.uploadLimitBytes,
   });
+  server.addHook('onClose', () => documents.close());
   await server.register(collections.routes);
-  await server.register(documentsRoutes(documents, config.uploadLimitBytes));
+  await server.register(documents.routes);
   await server.register(
     embeddingsRoutes(createEmbeddingsService({ registry: embeddings, usage, upstream: gateway.embeddingBackend })),
   );
