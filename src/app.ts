@@ -37,9 +37,7 @@ import { anyTool } from './tools/tool.types.ts';
 import { createToolRegistry } from './tools/tools.registry.ts';
 import { toolsRoutes } from './tools/tools.routes.ts';
 import { createWebSearchTool } from './tools/web-search/tool.ts';
-import { ragSearchTool } from './retrieval/rag-search.tool.ts';
-import { createRetrievalRepository } from './retrieval/retrieval.repository.ts';
-import { createRetrievalService } from './retrieval/retrieval.service.ts';
+import { createRetrievalModule } from './retrieval/retrieval.module.ts';
 import { createTokenQuota } from './usage/quota.ts';
 import { createBatchedUsageRecorder, type UsageRecorder } from './usage/usage.recorder.ts';
 import { createUsageRepository } from './usage/usage.repository.ts';
@@ -263,15 +261,15 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await server.register(
     embeddingsRoutes(createEmbeddingsService({ registry: embeddings, usage, upstream: gateway.embeddingBackend })),
   );
-  const retrieval = createRetrievalService({
-    repo: createRetrievalRepository(database.db),
+  const retrieval = createRetrievalModule({
+    db: database.db,
     collections: collections.service,
     embeddings,
     settings: config.retrieval,
     rerank: (keyId, request, signal) => gateway.rerankers.rerank(keyId, request, signal),
   });
   const tools = createToolRegistry([
-    anyTool(ragSearchTool(retrieval)),
+    retrieval.tool,
     anyTool(createWebSearchTool({ config: config.webSearch, logger })),
     anyTool(codeExecution.tool),
   ]);
@@ -279,7 +277,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   const chatbots = createChatbots({
     db: database.db,
     collections: collections.service,
-    retrieval,
+    retrieval: retrieval.service,
     gateway: gateway.service,
     gatewayConfig: config.gateway,
     config: config.chatbots,
