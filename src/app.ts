@@ -32,11 +32,7 @@ import type { IngestionWorker } from './ingestion/worker.ts';
 import type { Metrics } from './metrics/metrics.ts';
 import { installHttpMetrics, metricsRoutes } from './metrics/metrics.routes.ts';
 import { createProcessing } from './modules.ts';
-import { createCodeExecution } from './tools/code-execution/tool.ts';
-import { anyTool } from './tools/tool.types.ts';
-import { createToolRegistry } from './tools/tools.registry.ts';
-import { toolsRoutes } from './tools/tools.routes.ts';
-import { createWebSearchTool } from './tools/web-search/tool.ts';
+import { createToolsModule } from './tools/tools.module.ts';
 import { createRetrievalModule } from './retrieval/retrieval.module.ts';
 import { createTokenQuota } from './usage/quota.ts';
 import { createBatchedUsageRecorder, type UsageRecorder } from './usage/usage.recorder.ts';
@@ -206,9 +202,24 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     await gateway.close();
   });
 
+  const collections = createCollectionsModule({ db: database.db, embeddings, hnsw: config.hnsw });
+  const retrieval = createRetrievalModule({
+    db: database.db,
+    collections: collections.service,
+    embeddings,
+    settings: config.retrieval,
+    rerank: (keyId, request, signal) => gateway.rerankers.rerank(keyId, request, signal),
+  });
+  const tools = createToolsModule({
+    provided: [retrieval.tool],
+    webSearch: config.webSearch,
+    codeExecution: config.codeExecution,
+    dataDir: config.dataDir,
+    logger,
+  });
+  const { codeExecution } = tools;
+
   await registerDocs(server, version);
-  // Starts probing the Python sandbox now, so start-up logs and /readyz say whether it works.
-  const codeExecution = createCodeExecution({ config: config.codeExecution, dataDir: config.dataDir, logger });
   await server.register(
     healthRoutes(
       [
@@ -248,7 +259,6 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     await server.register(metricsRoutes(metrics, config.metrics.token));
   }
 
-  const collections = createCollectionsModule({ db: database.db, embeddings, hnsw: config.hnsw });
   const documents = createDocumentsModule({
     database,
     collections: collections.service,
@@ -261,19 +271,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await server.register(
     embeddingsRoutes(createEmbeddingsService({ registry: embeddings, usage, upstream: gateway.embeddingBackend })),
   );
-  const retrieval = createRetrievalModule({
-    db: database.db,
-    collections: collections.service,
-    embeddings,
-    settings: config.retrieval,
-    rerank: (keyId, request, signal) => gateway.rerankers.rerank(keyId, request, signal),
-  });
-  const tools = createToolRegistry([
-    retrieval.tool,
-    anyTool(createWebSearchTool({ config: config.webSearch, logger })),
-    anyTool(codeExecution.tool),
-  ]);
-  await server.register(toolsRoutes(tools));
+  await server.register(tools.routes);
   const chatbots = createChatbots({
     db: database.db,
     collections: collections.service,
@@ -308,7 +306,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     toolStates: async () => {
       const python = await codeExecution.readiness.check();
       return [
-        ...tools.all().map((t) => ({
+        ...tools.service.all().map((t) => ({
           name: t.name,
           enabled: t.enabled(),
           reason: t.enabled() ? undefined : t.disabledReason?.(),
