@@ -14,12 +14,8 @@ import { frameworkErrorHandler, installErrorHandling } from './http/error-handle
 import { installJsonParser } from './http/json-body.ts';
 import { registerDocs, registerRouteRules } from './http/openapi.ts';
 import type { RouteEntry } from './http/route-config.ts';
-import { createAuthCache } from './keys/auth-cache.ts';
-import { startKeyChanges, type KeyChanges } from './keys/key-changes.ts';
-import { KEY_CHANGES_CHANNEL } from './keys/keys.repository.ts';
-import { createKeysRepository } from './keys/keys.repository.ts';
-import { keysRoutes } from './keys/keys.routes.ts';
-import { createKeysService, type Clock } from './keys/keys.service.ts';
+import type { Clock } from './clock.ts';
+import { createKeysModule } from './keys/keys.module.ts';
 import type { RateLimitStore } from './ratelimit/ratelimit.ts';
 import type { ToolState } from './startup-summary.ts';
 import { createChatbots } from './chatbots/chatbots.ts';
@@ -143,41 +139,14 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     );
   });
 
-  // The embedded database has one writer, this process, which drops a changed key itself. On a
-  // server, other instances write too: their changes arrive through LISTEN, and while that
-  // connection is down the cache is bypassed (every request reads its key).
-  let keyChanges: KeyChanges | undefined;
-  const authCache = createAuthCache({
-    ttlMs: config.authCacheTtlMs,
-    clock,
-    usable: () => database.kind === 'pglite' || keyChanges?.live === true,
-  });
-  if (database.kind === 'pglite' && config.authCacheTtlMs > 0) {
-    // One process owns the data directory, but several apps may share one embedded database in
-    // a process (tests, embedders): the change announced in the transaction reaches each of them
-    // in process before the writer's call returns.
-    const subscription = await database.listen(
-      KEY_CHANGES_CHANNEL,
-      (keyId) => authCache.invalidate(keyId),
-      () => authCache.clear(),
-    );
-    server.addHook('onClose', () => subscription.close());
-  }
-  if (database.kind === 'postgres' && config.databaseUrl !== undefined && config.authCacheTtlMs > 0) {
-    keyChanges = await startKeyChanges({ url: config.databaseUrl, cache: authCache, logger });
-  }
-  server.addHook('onClose', async () => {
-    await keyChanges?.close();
-  });
-  const keys = createKeysService({
-    repo: createKeysRepository(database.db),
+  const keys = await createKeysModule({ database, limiter, config, logger, clock });
+  server.addHook('onClose', () => keys.close());
+  installAuth(server, {
+    keys: keys.service,
     limiter,
     clock,
-    adminKey: config.adminKey,
-    cache: authCache,
-    ...(keyChanges ? { changes: keyChanges } : {}),
+    unauthenticatedPerMinute: config.unauthenticatedPerMinute,
   });
-  installAuth(server, { keys, limiter, clock, unauthenticatedPerMinute: config.unauthenticatedPerMinute });
 
   const usageRepo = createUsageRepository(database.db);
   const usage = createBatchedUsageRecorder({
@@ -251,7 +220,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       () => shuttingDown,
     ),
   );
-  await server.register(keysRoutes(keys));
+  await server.register(keys.routes);
   await server.register(processing.webhooks.routes);
   await server.register(gatewayRoutes(gateway.service));
   await server.register(rerankRoutes(gateway.rerankers));
