@@ -21,8 +21,7 @@ import type { ToolState } from './startup-summary.ts';
 import { createChatbots } from './chatbots/chatbots.ts';
 import { createCollectionsModule } from './collections/collections.module.ts';
 import { createDocumentsModule } from './documents/documents.module.ts';
-import { embeddingsRoutes } from './embeddings/embeddings.routes.ts';
-import { createEmbeddingsService } from './embeddings/embeddings.service.ts';
+import { createEmbeddingsModule } from './embeddings/embeddings.module.ts';
 import type { EmbeddingRegistry } from './embeddings/registry.ts';
 import type { IngestionWorker } from './ingestion/worker.ts';
 import type { Metrics } from './metrics/metrics.ts';
@@ -238,7 +237,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await server.register(collections.routes);
   await server.register(documents.routes);
   await server.register(
-    embeddingsRoutes(createEmbeddingsService({ registry: embeddings, usage, upstream: gateway.embeddingBackend })),
+    createEmbeddingsModule({ registry: embeddings, usage, upstream: gateway.embeddingBackend }).routes,
   );
   await server.register(tools.routes);
   const chatbots = createChatbots({
