@@ -5,9 +5,7 @@ import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import type { Database } from './db/client.ts';
 import { randomBase62 } from './db/ids.ts';
-import { createGateway, type Gateway } from './gateway/gateway.ts';
-import { gatewayRoutes } from './gateway/gateway.routes.ts';
-import { rerankRoutes } from './gateway/rerank.routes.ts';
+import { createGatewayModule, type Gateway } from './gateway/gateway.module.ts';
 import { healthRoutes } from './health/health.routes.ts';
 import { installAuth } from './http/auth.ts';
 import { frameworkErrorHandler, installErrorHandling } from './http/error-handler.ts';
@@ -156,7 +154,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     maxPendingRows: config.usageFlushMaxRows,
   });
   const quota = createTokenQuota({ repo: usageRepo, recorder: usage, clock, ttlMs: 5_000 });
-  const gateway = createGateway({
+  const gateway = createGatewayModule({
     config: config.gateway,
     usage,
     quota,
@@ -221,8 +219,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   );
   await server.register(keys.routes);
   await server.register(processing.webhooks.routes);
-  await server.register(gatewayRoutes(gateway.service));
-  await server.register(rerankRoutes(gateway.rerankers));
+  for (const routes of gateway.routes) await server.register(routes);
   if (config.metrics.token !== undefined && config.metrics.port === undefined) {
     await server.register(metricsRoutes(metrics, config.metrics.token));
   }

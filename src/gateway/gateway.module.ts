@@ -2,12 +2,14 @@ import type { Logger } from 'pino';
 import type { TokenQuota } from '../usage/quota.ts';
 import type { UsageRecorder } from '../usage/usage.recorder.ts';
 import { createEmbeddingBackends } from './embeddings.ts';
+import { gatewayRoutes } from './gateway.routes.ts';
 import { createGatewayService } from './gateway.service.ts';
 import type { ResolvedGatewayConfig, ResolvedProvider } from './providers/config.ts';
 import { createOpenAICompatibleProvider } from './providers/openai-compatible/adapter.ts';
 import type { ChatProvider, UpstreamFailure } from './providers/provider.ts';
 import { createRegistry } from './registry.ts';
 import { createRerankers } from './rerank.ts';
+import { rerankRoutes } from './rerank.routes.ts';
 import type { Clock } from '../clock.ts';
 
 export interface GatewayDeps {
@@ -22,8 +24,11 @@ export interface GatewayDeps {
   onUpstreamFailure?: (failure: UpstreamFailure) => void;
 }
 
-/** The gateway domain wired from its configuration: chat service, embeddings, provider pools. */
-export function createGateway(deps: GatewayDeps) {
+/**
+ * The gateway domain wired from its configuration: chat completions and models, rerank, the
+ * embedding backends other domains use, and the provider pools.
+ */
+export function createGatewayModule(deps: GatewayDeps) {
   const logger = deps.logger.child({ component: 'gateway' });
   const registry = createRegistry({
     config: deps.config,
@@ -38,13 +43,17 @@ export function createGateway(deps: GatewayDeps) {
   };
   const { onUpstreamFailure } = deps;
   const observe = onUpstreamFailure ? { onUpstreamFailure } : {};
+  const service = createGatewayService({ registry, retry, usage: deps.usage, quota: deps.quota, logger, ...observe });
+  const rerankers = createRerankers({ registry, retry, logger, usage: deps.usage, ...observe });
   return {
-    service: createGatewayService({ registry, retry, usage: deps.usage, quota: deps.quota, logger, ...observe }),
+    /** /chat/completions and /models, then /rerank. */
+    routes: [gatewayRoutes(service), rerankRoutes(rerankers)],
+    service,
     embeddingBackend: createEmbeddingBackends({ registry, retry, logger, ...observe }),
-    rerankers: createRerankers({ registry, retry, logger, usage: deps.usage, ...observe }),
+    rerankers,
     providers: registry.providers,
     close: () => registry.close(),
   };
 }
 
-export type Gateway = ReturnType<typeof createGateway>;
+export type Gateway = ReturnType<typeof createGatewayModule>;
