@@ -16,7 +16,7 @@ import type { Clock } from './clock.ts';
 import { createKeysModule } from './keys/keys.module.ts';
 import type { RateLimitStore } from './ratelimit/ratelimit.ts';
 import type { ToolState } from './startup-summary.ts';
-import { createChatbots } from './chatbots/chatbots.ts';
+import { createChatbotsModule } from './chatbots/chatbots.module.ts';
 import { createCollectionsModule } from './collections/collections.module.ts';
 import { createDocumentsModule } from './documents/documents.module.ts';
 import { createEmbeddingsModule } from './embeddings/embeddings.module.ts';
@@ -237,7 +237,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     createEmbeddingsModule({ registry: embeddings, usage, upstream: gateway.embeddingBackend }).routes,
   );
   await server.register(tools.routes);
-  const chatbots = createChatbots({
+  const chatbots = createChatbotsModule({
     db: database.db,
     collections: collections.service,
     retrieval: retrieval.service,

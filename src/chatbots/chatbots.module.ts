@@ -27,7 +27,7 @@ export interface ChatbotsDeps {
 }
 
 /** The chatbots domain wired: records, conversations, the two external endpoints, its routes. */
-export function createChatbots(deps: ChatbotsDeps) {
+export function createChatbotsModule(deps: ChatbotsDeps) {
   const { db, gateway, gatewayConfig } = deps;
   const logger = deps.logger.child({ component: 'chatbots' });
   const repo = createChatbotsRepository(db);
