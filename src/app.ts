@@ -169,6 +169,14 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   });
 
   const collections = createCollectionsModule({ db: database.db, embeddings, hnsw: config.hnsw });
+  const documents = createDocumentsModule({
+    database,
+    collections: collections.service,
+    onQueued: () => worker?.wake(),
+    uploadLimitBytes: config.uploadLimitBytes,
+  });
+  server.addHook('onClose', () => documents.close());
+  const embeddingsApi = createEmbeddingsModule({ registry: embeddings, usage, upstream: gateway.embeddingBackend });
   const retrieval = createRetrievalModule({
     db: database.db,
     collections: collections.service,
@@ -184,6 +192,16 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     logger,
   });
   const { codeExecution } = tools;
+  const chatbots = createChatbotsModule({
+    db: database.db,
+    collections: collections.service,
+    retrieval: retrieval.service,
+    gateway: gateway.service,
+    gatewayConfig: config.gateway,
+    config: config.chatbots,
+    logger,
+    clock,
+  });
 
   await registerDocs(server, version);
   await server.register(
@@ -217,37 +235,22 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       () => shuttingDown,
     ),
   );
-  await server.register(keys.routes);
-  await server.register(processing.webhooks.routes);
-  for (const routes of gateway.routes) await server.register(routes);
   if (config.metrics.token !== undefined && config.metrics.port === undefined) {
     await server.register(metricsRoutes(metrics, config.metrics.token));
   }
 
-  const documents = createDocumentsModule({
-    database,
-    collections: collections.service,
-    onQueued: () => worker?.wake(),
-    uploadLimitBytes: config.uploadLimitBytes,
-  });
-  server.addHook('onClose', () => documents.close());
-  await server.register(collections.routes);
-  await server.register(documents.routes);
-  await server.register(
-    createEmbeddingsModule({ registry: embeddings, usage, upstream: gateway.embeddingBackend }).routes,
-  );
-  await server.register(tools.routes);
-  const chatbots = createChatbotsModule({
-    db: database.db,
-    collections: collections.service,
-    retrieval: retrieval.service,
-    gateway: gateway.service,
-    gatewayConfig: config.gateway,
-    config: config.chatbots,
-    logger,
-    clock,
-  });
-  await server.register(chatbots.routes);
+  // The API domains, each wired by its module; health and metrics above watch all of them.
+  for (const routes of [
+    keys.routes,
+    processing.webhooks.routes,
+    ...gateway.routes,
+    collections.routes,
+    documents.routes,
+    embeddingsApi.routes,
+    tools.routes,
+    chatbots.routes,
+  ])
+    await server.register(routes);
 
   server.addHook('onClose', async () => {
     await processing.stop();
