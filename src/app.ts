@@ -27,9 +27,8 @@ import { installHttpMetrics, metricsRoutes } from './metrics/metrics.routes.ts';
 import { createProcessing } from './modules.ts';
 import { createToolsModule } from './tools/tools.module.ts';
 import { createRetrievalModule } from './retrieval/retrieval.module.ts';
-import { createTokenQuota } from './usage/quota.ts';
-import { createBatchedUsageRecorder, type UsageRecorder } from './usage/usage.recorder.ts';
-import { createUsageRepository } from './usage/usage.repository.ts';
+import type { UsageRecorder } from './usage/usage.recorder.ts';
+import { createUsageModule } from './usage/usage.module.ts';
 
 export interface AppDeps {
   config: Config;
@@ -145,26 +144,19 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     unauthenticatedPerMinute: config.unauthenticatedPerMinute,
   });
 
-  const usageRepo = createUsageRepository(database.db);
-  const usage = createBatchedUsageRecorder({
-    repo: usageRepo,
-    clock,
-    logger,
-    flushIntervalMs: config.usageFlushIntervalMs,
-    maxPendingRows: config.usageFlushMaxRows,
-  });
-  const quota = createTokenQuota({ repo: usageRepo, recorder: usage, clock, ttlMs: 5_000 });
+  const usageModule = createUsageModule({ db: database.db, config, logger, clock });
+  const usage = usageModule.service;
   const gateway = createGatewayModule({
     config: config.gateway,
     usage,
-    quota,
+    quota: usageModule.quota,
     logger,
     clock,
     onUpstreamFailure: (failure) => metrics.upstreamFailed(failure),
   });
   // In-flight requests finish before onClose hooks run, so their usage is in the last flush.
   server.addHook('onClose', async () => {
-    await usage.close();
+    await usageModule.close();
     await gateway.close();
   });
 
