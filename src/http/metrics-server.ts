@@ -3,7 +3,6 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { AppError, notFound, renderError } from './errors.ts';
-import type { Metrics } from '../metrics/metrics.ts';
 
 const digest = (value: string) => createHash('sha256').update(value).digest();
 
@@ -31,7 +30,8 @@ export async function startMetricsServer(options: {
   port: number;
   /** Without it the port serves only /healthz (a worker's liveness probe). */
   token: string | undefined;
-  metrics: Metrics;
+  /** The process's registry (src/metrics/): its text exposition and that text's content type. */
+  metrics: { render(): Promise<string>; readonly contentType: string };
   logger: Logger;
 }): Promise<MetricsServer> {
   const { metrics, token, logger } = options;

@@ -3,10 +3,22 @@ import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { FastifyReply } from 'fastify';
 import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
 import { shuttingDown } from './abort.ts';
+import { toAppError } from './error-handler.ts';
 import { renderError } from './errors.ts';
-import { asAppError } from '../gateway/gateway.errors.ts';
-import type { ChatStream } from '../gateway/gateway.service.ts';
-import type { Usage } from '../gateway/providers/provider.ts';
+
+interface Usage {
+  promptTokens: number;
+  completionTokens: number;
+}
+
+/**
+ * A started chat completion stream as this layer sends it (the gateway's, or a chatbot's built
+ * on it): each event's JSON as the upstream sent it with its parse, and the usage once it ended.
+ * A failure surfaces from the iteration as an AppError, already in the client's terms.
+ */
+export interface ChatStream extends AsyncIterable<{ raw: string; chunk: ChatCompletionChunk }> {
+  readonly usage: Usage | undefined;
+}
 
 const usageChunk = (last: ChatCompletionChunk, usage: Usage) =>
   JSON.stringify({
@@ -72,7 +84,7 @@ async function writeSse(
     }
   } catch (error) {
     // A stream the shutdown deadline cut says so, rather than blaming the provider.
-    const reported = shutdown.aborted ? shuttingDown() : asAppError(error);
+    const reported = shutdown.aborted ? shuttingDown() : toAppError(error);
     write(`data: ${JSON.stringify(renderError(reported, 'structured'))}\n\n`);
   }
   if (!res.destroyed) res.end('data: [DONE]\n\n');
