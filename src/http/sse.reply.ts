@@ -16,7 +16,7 @@ interface Usage {
  * on it): each event's JSON as the upstream sent it with its parse, and the usage once it ended.
  * A failure surfaces from the iteration as an AppError, already in the client's terms.
  */
-export interface ChatStream extends AsyncIterable<{ raw: string; chunk: ChatCompletionChunk }> {
+export interface StreamedCompletion extends AsyncIterable<{ raw: string; chunk: ChatCompletionChunk }> {
   readonly usage: Usage | undefined;
 }
 
@@ -40,7 +40,7 @@ const usageChunk = (last: ChatCompletionChunk, usage: Usage) =>
  */
 async function writeSse(
   res: ServerResponse,
-  stream: ChatStream,
+  stream: StreamedCompletion,
   includeUsage: boolean,
   shutdown: AbortSignal,
 ): Promise<void> {
@@ -94,7 +94,7 @@ async function writeSse(
  * Answers with a started chat stream as `text/event-stream`. Every streamed chat completion
  * (the standard API and the chatbots) goes out through here, so they are framed alike.
  */
-export async function sendChatStream(reply: FastifyReply, stream: ChatStream, includeUsage: boolean) {
+export async function sendChatStream(reply: FastifyReply, stream: StreamedCompletion, includeUsage: boolean) {
   // From here on the socket is ours: headers already set (request id, rate limits) go first.
   void reply.hijack();
   reply.raw.writeHead(200, {
