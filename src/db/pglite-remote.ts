@@ -65,7 +65,8 @@ export async function startPgliteThread(
 
   await new Promise<void>((resolve, reject) => {
     const early = (error: Error) => reject(error);
-    const earlyExit = (code: number) => reject(new Error(`the embedded database thread exited (${code}) while opening`));
+    const earlyExit = (code: number) =>
+      reject(new Error(`the embedded database thread exited (${code}) while opening`));
     worker.once('error', early);
     worker.once('exit', earlyExit);
     worker.once('message', (message: Message) => {
