@@ -27,7 +27,7 @@ import { openPglite, openPostgres, queryRows, type Database } from '../../src/db
 import { loadLocalModel } from '../../src/embeddings/local.model.ts';
 import { withTitle } from '../../src/ingestion/title.ts';
 import { sql } from 'drizzle-orm';
-import { saveResults } from '../support.ts';
+import { api, saveResults } from '../support.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const SEED = Number(process.env.BENCH_SEED ?? 200);
@@ -118,23 +118,16 @@ async function stopServer(server: Server): Promise<void> {
   await exited;
 }
 
+/** A request that must succeed: its body, or an error with the answer. */
 async function call<T>(
   server: { url: string; key: string },
   method: string,
   route: string,
   body?: unknown,
 ): Promise<T> {
-  const response = await fetch(server.url + route, {
-    method,
-    headers: {
-      authorization: `Bearer ${server.key}`,
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-    },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  if (response.status >= 300) throw new Error(`${method} ${route}: ${response.status} ${text.slice(0, 300)}`);
-  return JSON.parse(text) as T;
+  const answer = await api<T>(server, method, route, body);
+  if (answer.status >= 300) throw new Error(`${method} ${route}: ${answer.status} ${JSON.stringify(answer.body)}`);
+  return answer.body;
 }
 
 const counts = (server: Server) =>
