@@ -33,8 +33,9 @@ describe('PGlite on its own thread', () => {
     const took = (ticks.at(-1) as number) - (ticks[0] as number);
     const longestStall = Math.max(...ticks.slice(1).map((t, i) => t - (ticks[i] as number)));
     // On the server's own thread the whole statement was one stall: no timer ran until it ended.
+    // (A bound relative to the statement's time: on a loaded machine any thread waits for a core.)
     expect(took).toBeGreaterThan(300);
-    expect(longestStall).toBeLessThan(Math.min(200, took / 2));
+    expect(longestStall).toBeLessThan(took / 3);
   });
 
   it('orders statements around a transaction: others wait for its commit and see all or nothing', async () => {
