@@ -30,6 +30,8 @@ import { sql } from 'drizzle-orm';
 import { api, saveResults } from '../support.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+/** The checkout whose server is measured (another commit's worktree for a before/after). */
+const serverRoot = path.resolve(process.env.BENCH_SERVER_ROOT ?? root);
 const SEED = Number(process.env.BENCH_SEED ?? 200);
 const DOCS = Number(process.env.BENCH_DOCS ?? 1_500);
 const IDLE_MS = Number(process.env.BENCH_IDLE_SECONDS ?? 10) * 1_000;
@@ -79,7 +81,7 @@ interface Server {
 
 async function startServer(env: Record<string, string>): Promise<Server> {
   const port = await freePort();
-  const child = spawn(process.execPath, [...serverArgs, path.join(root, 'src/server.ts')], {
+  const child = spawn(process.execPath, [...serverArgs, path.join(serverRoot, 'src/server.ts')], {
     env: {
       ...process.env,
       ...env,
@@ -159,10 +161,17 @@ async function waitProcessed(server: Server, documents: number, timeoutMs: numbe
   }
 }
 
+function rssMb(pid: number | undefined): number {
+  const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return match ? Math.round(Number(match[1]) / 1024) : NaN;
+}
+
 /** One probe after another until `until` resolves: /healthz, then a rag_search. */
-async function probe(server: Server, until: Promise<unknown>) {
+async function probe(server: Server, until: Promise<unknown>, pause = 20) {
   let done = false;
   void until.finally(() => (done = true));
+  let peakRss = rssMb(server.child.pid);
+  const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssMb(server.child.pid))), 100);
   const healthz: number[] = [];
   const search: number[] = [];
   let q = 0;
@@ -177,9 +186,10 @@ async function probe(server: Server, until: Promise<unknown>) {
       parameters: { collection: 'bench', query: queries[q++ % queries.length], top_k: 10 },
     });
     search.push(performance.now() - started);
-    await sleep(20);
+    if (pause > 0) await sleep(pause);
   }
-  return { healthz: summary(healthz), rag_search: summary(search) };
+  clearInterval(sampler);
+  return { healthz: summary(healthz), rag_search: summary(search), peak_rss_mb: peakRss };
 }
 
 async function eventLoopLag(server: Server): Promise<{ p99_ms: number; max_ms: number }> {
@@ -213,6 +223,7 @@ async function run(label: string, databaseUrl: string | undefined) {
     await call(server, 'POST', '/api/v1/rag/collections', { name: 'bench' });
     await upload(server, corpus.slice(0, SEED));
     const seeded = await waitProcessed(server, SEED, 600_000);
+    const idleRss = rssMb(server.child.pid);
     await eventLoopLag(server); // resets the histogram
     const idle = await probe(server, sleep(IDLE_MS));
     const idleLag = await eventLoopLag(server);
@@ -227,6 +238,8 @@ async function run(label: string, databaseUrl: string | undefined) {
     const seconds = (performance.now() - started) / 1000;
     const duringLag = await eventLoopLag(server);
     const chunks = ingested.chunk_count - seeded.chunk_count;
+    // The full collection, idle again: searches back to back.
+    const after = await probe(server, sleep(IDLE_MS), 0);
     await stopServer(server);
 
     // The same chunk texts, embedded again by the same model with nothing else running.
@@ -249,8 +262,11 @@ async function run(label: string, databaseUrl: string | undefined) {
 
     return {
       database: label,
+      chunks_total: ingested.chunk_count,
+      rss_mb: { idle_with_model: idleRss, peak_during_ingestion: during.peak_rss_mb },
       idle,
       during,
+      after,
       event_loop_lag: { idle: idleLag, during: duringLag },
       ingestion: {
         documents: DOCS,
@@ -290,19 +306,23 @@ const serverUrl = process.env.BENCH_DATABASE_URL;
 if (serverUrl) results.push(await withScratchDatabase(serverUrl, (url) => run('PostgreSQL server', url)));
 
 const ms = (s: { p50: number; p99: number; max: number }) => `${round(s.p50)} / ${round(s.p99)} / ${round(s.max)}`;
+const label = process.env.BENCH_LABEL ?? path.basename(serverRoot);
 console.log(
-  `\nIngestion responsiveness: ${SEED} documents seeded, ${DOCS} ingested while probing; ${cpus().length} cores, load ${loadavg()[0]?.toFixed(1)}\n`,
+  `\nIngestion responsiveness (${label}): ${SEED} documents seeded, ${DOCS} ingested while probing; ` +
+    `${cpus().length} cores, load ${loadavg()[0]?.toFixed(1)}. Latencies p50 / p99 / max in ms; ` +
+    '"full" is the whole collection idle after ingestion, searched back to back.\n',
 );
 console.log(
-  '| database | /healthz idle p50/p99/max ms | /healthz during | rag_search idle | rag_search during | event-loop lag p99/max idle → during ms | chunks/s | pure embedding chunks/s | ingestion ÷ pure embedding |',
+  '| database | chunks | /healthz idle | /healthz during | rag_search idle (seed) | rag_search during | rag_search full | event-loop lag p99/max idle → during ms | RSS idle / peak MB | chunks/s | pure embedding chunks/s | ingestion ÷ pure embedding |',
 );
-console.log('|---|---|---|---|---|---|---|---|---|');
+console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
 for (const r of results) {
   console.log(
-    `| ${r.database} | ${ms(r.idle.healthz)} | ${ms(r.during.healthz)} | ${ms(r.idle.rag_search)} | ${ms(r.during.rag_search)} | ` +
+    `| ${r.database} | ${r.chunks_total} | ${ms(r.idle.healthz)} | ${ms(r.during.healthz)} | ${ms(r.idle.rag_search)} | ${ms(r.during.rag_search)} | ${ms(r.after.rag_search)} | ` +
       `${r.event_loop_lag.idle.p99_ms}/${r.event_loop_lag.idle.max_ms} → ${r.event_loop_lag.during.p99_ms}/${r.event_loop_lag.during.max_ms} | ` +
+      `${r.rss_mb.idle_with_model} / ${r.rss_mb.peak_during_ingestion} | ` +
       `${r.ingestion.chunks_per_s} | ${r.ingestion.pure_embedding_chunks_per_s} | ${r.ingestion.ratio_to_pure_embedding} |`,
   );
 }
-saveResults('ingestion-responsiveness', { seed: SEED, docs: DOCS, load: loadavg(), results });
+saveResults(`ingestion-responsiveness-${label}`, { label, seed: SEED, docs: DOCS, load: loadavg(), results });
 process.exit(0);
