@@ -8,6 +8,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite/vector';
+import { createIdleCollector } from '../threads/idle-gc.ts';
 import type { Request, Response, WireError } from './pglite-protocol.ts';
 
 if (!parentPort) throw new Error('pglite.worker.ts runs as a worker thread');
@@ -146,7 +147,13 @@ async function handle(request: Request): Promise<void> {
   }
 }
 
+const collector = createIdleCollector();
 port.on('message', (request: Request) => {
-  handle(request).catch((error: unknown) => reply({ id: request.id, ok: false, error: wireError(error) }));
+  collector.busy();
+  handle(request)
+    .catch((error: unknown) => reply({ id: request.id, ok: false, error: wireError(error) }))
+    .finally(() => collector.idle());
 });
+collector.busy(); // opening the database made garbage too
+collector.idle();
 port.postMessage({ ready: true });

@@ -14,6 +14,7 @@ import {
   type PreTrainedTokenizer,
   type Tensor,
 } from '@huggingface/transformers';
+import { createIdleCollector } from '../threads/idle-gc.ts';
 
 export interface ModelCard {
   pooling: 'mean' | 'cls';
@@ -148,7 +149,9 @@ const runAlone = async (texts: string[]) => {
   return { vectors, tokenCounts };
 };
 
+const collector = createIdleCollector();
 port.on('message', (request: ThreadRequest) => {
+  collector.busy();
   const work: Promise<{ vectors?: Float32Array[]; tokenCounts: number[] }> =
     request.op === 'count'
       ? Promise.resolve({
@@ -165,7 +168,10 @@ port.on('message', (request: ThreadRequest) => {
     (error: unknown) =>
       port.postMessage({ id: request.id, ok: false, message: (error as Error).message } satisfies ThreadMessage),
   );
+  void work.finally(() => collector.idle()).catch(() => undefined);
 });
+collector.busy(); // loading the model made garbage too
+collector.idle();
 
 port.postMessage({
   ready: true,
