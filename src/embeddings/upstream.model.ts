@@ -73,7 +73,7 @@ function upstreamModel(
         // cannot be compared with the collection's, so nothing is stored or searched with them.
         throw new AppError({
           code: 'upstream_error',
-          message: `Embedding model '${name}': the provider returned ${wrong.length}-dimensional vectors; this collection's are ${dimensions}-dimensional`,
+          message: `Embedding model '${name}': the provider returned ${wrong.length}-dimensional vectors, not the ${dimensions} this model was fixed to`,
         });
       }
       if (options.keyId !== undefined) {

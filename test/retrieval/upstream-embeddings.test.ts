@@ -14,7 +14,8 @@ let uploader: { id: string; key: string };
 let searcher: { id: string; key: string };
 
 const DIMENSIONS = 64;
-const served = ['mock-embed', 'text-embedding-3-small'];
+const served = ['mock-embed', 'text-embedding-3-small', 'other-embed'];
+const chat = 'mock-chat';
 
 // Paragraphs long enough that the document becomes several chunks (CHUNK_TOKENS 200).
 const topics = ['lighthouse keepers trimmed wicks', 'harbour pilots guided ships', 'bakers proofed sourdough'];
@@ -23,7 +24,7 @@ const paragraph = (topic: string, i: number) =>
 const longDocument = topics.flatMap((topic) => [0, 1].map((i) => paragraph(topic, i))).join('\n\n');
 
 beforeAll(async () => {
-  const mock = { models: served, embeddingDimensions: DIMENSIONS, embeddingKind: 'words' as const };
+  const mock = { models: [...served, chat], embeddingDimensions: DIMENSIONS, embeddingKind: 'words' as const };
   primary = await startMockUpstream({ ...mock, maxEmbeddingBatch: 2 });
   secondary = await startMockUpstream(mock);
   t = await startTestApp({
@@ -32,7 +33,7 @@ beforeAll(async () => {
         {
           name: 'primary',
           base_url: primary.url,
-          models: [],
+          models: [chat],
           embedding_models: served,
           embedding_batch_size: 2,
           max_retries: 0,
@@ -116,6 +117,18 @@ describe('a collection on an upstream embedding model', () => {
     expect(embeddingCalls(primary).map((c) => c.input)).toEqual([['ragport dimension probe']]);
   });
 
+  it('a provider down at creation: 502 and no collection (a later creation probes again)', async () => {
+    primary.inject({ kind: 'status', status: 503 });
+    secondary.inject({ kind: 'status', status: 503 });
+    const r = await createCollection('too-early', 'other-embed');
+    expect(r.status).toBe(502);
+    expect(await r.json()).toEqual({ error: "Embedding model 'other-embed': Provider secondary answered HTTP 503" });
+    expect((await t.request('/api/v1/rag/collections/too-early')).status).toBe(404);
+    const later = await createCollection('too-early', 'other-embed');
+    expect(later.status).toBe(201);
+    expect(await later.json()).toMatchObject({ dimensions: DIMENSIONS });
+  });
+
   it('embeds the chunks upstream in batches and counts the tokens against the uploading key', async () => {
     const doc = await upload('harbour', 'harbour.txt', longDocument);
     expect(doc.status, doc.error ?? '').toBe('processed');
@@ -147,6 +160,28 @@ describe('a collection on an upstream embedding model', () => {
     const queries = embeddingCalls(primary);
     expect(queries.map((c) => c.input)).toEqual([['harbour pilots guided ships'], ['harbour pilots guided ships']]);
     expect(await usageOf(searcher.id)).toEqual({ 'mock-embed': (queries[0]?.tokens ?? 0) * 2 });
+  });
+
+  it('chatbots retrieve through it too, the chatting key paying for the query', async () => {
+    const chatter = await t.createKey({ name: 'chatter', scopes: ['write', 'chat'] });
+    const created = await t.request('/api/v1/chatbot/create', {
+      method: 'POST',
+      key: chatter.key,
+      json: { name: 'pilot', model: chat, use_rag: true, rag_collection: 'harbour', rag_similarity_threshold: 0 },
+    });
+    expect(created.status, await created.clone().text()).toBe(201);
+    const { id } = (await created.json()) as { id: string };
+    const r = await t.request(`/api/v1/chatbot/external/${id}/chat`, {
+      method: 'POST',
+      key: chatter.key,
+      json: { message: 'What did harbour pilots do with ships?' },
+    });
+    expect(r.status, await r.clone().text()).toBe(200);
+    const { sources } = (await r.json()) as { sources?: { document_id: string }[] };
+    expect(sources?.[0]?.document_id).toBe(documentId);
+    const [query] = embeddingCalls(primary);
+    expect(query?.input).toEqual(['What did harbour pilots do with ships?']);
+    expect(await usageOf(chatter.id)).toMatchObject({ 'mock-embed': query?.tokens, [chat]: expect.any(Number) });
   });
 
   it('fails over to the next provider serving the model, for chunks and queries alike', async () => {
@@ -190,8 +225,26 @@ describe('a collection on an upstream embedding model', () => {
     expect(r.status).toBe(502);
     expect(await r.json()).toEqual({
       error:
-        "Embedding model 'mock-embed': the provider returned 32-dimensional vectors; this collection's are 64-dimensional",
+        "Embedding model 'mock-embed': the provider returned 32-dimensional vectors, not the 64 this model was fixed to",
     });
+  });
+
+  it('no configured provider serves the model any more: search is a 503 saying so', async () => {
+    const other = await startTestApp({ database: t.database, config: { ingestionConcurrency: 0 } });
+    try {
+      const r = await other.request('/api/v1/agent/tool-calling', {
+        method: 'POST',
+        key: searcher.key,
+        json: { tool_name: 'rag_search', parameters: { collection: 'harbour', query: 'lighthouse' } },
+      });
+      expect(r.status).toBe(503);
+      expect(await r.json()).toEqual({
+        error:
+          "Embedding model 'mock-embed' is served by no configured provider (it was 'primary' when the collection was created)",
+      });
+    } finally {
+      await other.close();
+    }
   });
 });
 
