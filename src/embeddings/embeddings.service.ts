@@ -2,7 +2,7 @@ import { AppError } from '../errors.ts';
 import type { EmbeddingsBody, EmbeddingsResponse } from './embeddings.schemas.ts';
 import { MAX_TOTAL_CHARS } from './embeddings.schemas.ts';
 import type { EmbeddingRegistry } from './registry.ts';
-import type { UsageSink } from './upstream.model.ts';
+import type { UsageSink } from './embeddings.types.ts';
 
 /** Little-endian float32, base64: what OpenAI sends for encoding_format=base64. */
 function toBase64(vector: Float32Array): string {

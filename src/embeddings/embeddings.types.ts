@@ -34,3 +34,8 @@ export interface EmbeddingResult {
   vectors: Float32Array[];
   promptTokens: number;
 }
+
+/** Where tokens are counted per key (the usage recorder). */
+export interface UsageSink {
+  record(entry: { keyId: string; model: string; promptTokens: number; completionTokens: number }): void;
+}

@@ -1,11 +1,7 @@
 import { AppError } from '../errors.ts';
 import type { EmbeddingBackend } from '../gateway/embeddings.ts';
 import { tokenCounter } from '../gateway/tokens.ts';
-import type { EmbeddingModel } from './embeddings.types.ts';
-
-export interface UsageSink {
-  record(entry: { keyId: string; model: string; promptTokens: number; completionTokens: number }): void;
-}
+import type { EmbeddingModel, UsageSink } from './embeddings.types.ts';
 
 /** The upstream side of the embedding registry: the gateway's providers serving embedding models. */
 export interface UpstreamEmbeddings {
@@ -103,7 +99,15 @@ export function createUpstreamEmbeddings(deps: UpstreamEmbeddingsDeps): Upstream
     let dimensions = probed.get(target);
     if (dimensions === undefined) {
       dimensions = backend.embed([PROBE]).then(
-        ({ vectors }) => vectors[0]?.length ?? 0,
+        ({ vectors }) => {
+          const length = vectors[0]?.length ?? 0;
+          if (length > 0) return length;
+          probed.delete(target);
+          throw new AppError({
+            code: 'upstream_error',
+            message: `Embedding model '${backend.model}': the provider returned an empty vector`,
+          });
+        },
         (error: unknown) => {
           probed.delete(target);
           throw inContext(error, backend.model);
