@@ -295,9 +295,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   });
   await server.register(collectionsRoutes(collections));
   await server.register(documentsRoutes(documents, config.uploadLimitBytes));
-  await server.register(
-    embeddingsRoutes(createEmbeddingsService({ registry: embeddings, usage })),
-  );
+  await server.register(embeddingsRoutes(createEmbeddingsService({ registry: embeddings, usage })));
   const retrieval = createRetrievalService({
     repo: createRetrievalRepository(database.db),
     collections,

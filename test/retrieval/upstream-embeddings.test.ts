@@ -104,6 +104,7 @@ async function usageOf(keyId: string): Promise<Record<string, number>> {
 
 describe('a collection on an upstream embedding model', () => {
   let documentId: string;
+  let chatbot: { id: string; key: string };
 
   it('is created with the dimensions one probe call measured, and records the provider', async () => {
     const r = await createCollection('harbour', 'house-embed');
@@ -167,10 +168,18 @@ describe('a collection on an upstream embedding model', () => {
     const created = await t.request('/api/v1/chatbot/create', {
       method: 'POST',
       key: chatter.key,
-      json: { name: 'pilot', model: chat, use_rag: true, rag_collection: 'harbour', rag_similarity_threshold: 0 },
+      json: {
+        name: 'pilot',
+        model: chat,
+        use_rag: true,
+        rag_collection: 'harbour',
+        rag_similarity_threshold: 0,
+        fallback_responses: ['for the chat model only'],
+      },
     });
     expect(created.status, await created.clone().text()).toBe(201);
     const { id } = (await created.json()) as { id: string };
+    chatbot = { id, key: chatter.key };
     const r = await t.request(`/api/v1/chatbot/external/${id}/chat`, {
       method: 'POST',
       key: chatter.key,
@@ -216,6 +225,19 @@ describe('a collection on an upstream embedding model', () => {
     const r = await search('harbour', 'lighthouse');
     expect(r.status).toBe(502);
     expect(await r.json()).toEqual({ error: "Embedding model 'mock-embed': Provider secondary answered HTTP 500" });
+  });
+
+  it('provider down: a chatbot turn over the collection is that error (fallbacks stand in for the chat model only)', async () => {
+    primary.inject({ kind: 'status', status: 503 }, 10);
+    secondary.inject({ kind: 'status', status: 503 }, 10);
+    const r = await t.request(`/api/v1/chatbot/external/${chatbot.id}/chat`, {
+      method: 'POST',
+      key: chatbot.key,
+      json: { message: 'What did harbour pilots do with ships?' },
+    });
+    expect(r.status).toBe(502);
+    expect(await r.json()).toEqual({ error: "Embedding model 'mock-embed': Provider secondary answered HTTP 503" });
+    expect(primary.count('/v1/chat/completions')).toBe(0);
   });
 
   it('vectors of another length (a provider now serving another model) are refused, never stored or compared', async () => {

@@ -272,7 +272,10 @@ export async function startMockUpstream(options: MockUpstreamOptions = {}): Prom
     }
     const base64 = body.encoding_format === 'base64';
     const data = inputs.map((text, index) => {
-      const vector = (settings.embeddingKind === 'words' ? wordVectorFor : vectorFor)(text, settings.embeddingDimensions);
+      const vector = (settings.embeddingKind === 'words' ? wordVectorFor : vectorFor)(
+        text,
+        settings.embeddingDimensions,
+      );
       return {
         object: 'embedding',
         index,
