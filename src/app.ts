@@ -105,7 +105,6 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     queueStats: () => jobs.queueStats(),
     onQueueError: (error) => logger.warn({ err: error }, 'metrics: ingestion queue unreadable'),
   });
-  const embeddings = countEmbeddings(deps.embeddings, metrics);
 
   const baseLogger: FastifyBaseLogger = logger;
   const routes: RouteEntry[] = [];
@@ -211,6 +210,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     clock,
     onUpstreamFailure: (failure) => metrics.upstreamFailed(failure),
   });
+  // One registry: the local models, and the models the gateway's providers serve.
+  const embeddings = countEmbeddings(deps.embeddings.withUpstream(gateway.embeddingModels), metrics);
   // In-flight requests finish before onClose hooks run, so their usage is in the last flush.
   server.addHook('onClose', async () => {
     await usage.close();
@@ -294,9 +295,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   });
   await server.register(collectionsRoutes(collections));
   await server.register(documentsRoutes(documents, config.uploadLimitBytes));
-  await server.register(
-    embeddingsRoutes(createEmbeddingsService({ registry: embeddings, usage, upstream: gateway.embeddingBackend })),
-  );
+  await server.register(embeddingsRoutes(createEmbeddingsService({ registry: embeddings, usage })));
   const retrieval = createRetrievalService({
     repo: createRetrievalRepository(database.db),
     collections,

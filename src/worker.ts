@@ -1,6 +1,7 @@
 import { loadConfig, ConfigError } from './config.ts';
 import { openConfiguredDatabase } from './db/client.ts';
 import { loadEmbeddings } from './embeddings/load.ts';
+import { createGateway } from './gateway/gateway.ts';
 import { createJobsRepository } from './ingestion/jobs.repository.ts';
 import { probeOcr } from './ingestion/ocr.ts';
 import { createIngestionWorker } from './ingestion/worker.ts';
@@ -9,6 +10,9 @@ import { countEmbeddings } from './metrics/embeddings.ts';
 import { createMetrics } from './metrics/metrics.ts';
 import { startMetricsServer } from './metrics/scrape.ts';
 import { startWebhookSender } from './webhooks/sender.ts';
+import { createTokenQuota } from './usage/quota.ts';
+import { createBatchedUsageRecorder } from './usage/usage.recorder.ts';
+import { createUsageRepository } from './usage/usage.repository.ts';
 import { createSealer } from './webhooks/signing.ts';
 import { createWebhooksRepository } from './webhooks/webhooks.repository.ts';
 
@@ -28,7 +32,20 @@ async function main(): Promise<void> {
     queueStats: () => jobs.queueStats(),
     onQueueError: (error) => logger.warn({ err: error }, 'metrics: ingestion queue unreadable'),
   });
-  const embeddings = countEmbeddings(await loadEmbeddings(config, logger), metrics);
+  // Collections on an upstream embedding model embed through the gateway's providers; the tokens
+  // count against the uploading key, as in the server.
+  const usageRepo = createUsageRepository(database.db);
+  const usage = createBatchedUsageRecorder({
+    repo: usageRepo,
+    clock: Date.now,
+    logger,
+    flushIntervalMs: config.usageFlushIntervalMs,
+    maxPendingRows: config.usageFlushMaxRows,
+  });
+  const quota = createTokenQuota({ repo: usageRepo, recorder: usage, clock: Date.now, ttlMs: 5_000 });
+  const gateway = createGateway({ config: config.gateway, usage, quota, logger, clock: Date.now });
+  const local = await loadEmbeddings(config, logger);
+  const embeddings = countEmbeddings(local.withUpstream(gateway.embeddingModels), metrics);
   const ocr = await probeOcr(config.parsing.ocr, config.parsing.memoryMb);
   (ocr.ok ? logger.info : logger.warn).call(logger, `ocr: ${ocr.detail}`);
   const worker = createIngestionWorker({
@@ -68,6 +85,8 @@ async function main(): Promise<void> {
     deadline.unref();
     await worker.stop();
     await sender.stop();
+    await usage.close();
+    await gateway.close();
     await metricsServer?.close();
     await database.close();
     logger.info('worker stopped');

@@ -69,7 +69,7 @@ const scifact = (name: string) =>
     .map((l) => JSON.parse(l) as { title?: string; text: string });
 const loadModel = (await import('../../src/embeddings/load.ts')).loadEmbeddings;
 const registry = await loadModel(server.config, (await import('pino')).pino({ level: 'warn' }));
-const resolved = registry.resolve('text-embedding-ada-002');
+const resolved = await registry.resolve('text-embedding-ada-002');
 if (!resolved.ok) throw new Error(resolved.message);
 const abstracts = scifact('corpus.jsonl').map((d) => `${d.title ?? ''}. ${d.text}`);
 const real = (await resolved.model.embed(abstracts, { priority: 'bulk' })).vectors.map((v) => Array.from(v));

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { TokenQuota } from '../usage/quota.ts';
 import type { UsageRecorder } from '../usage/usage.recorder.ts';
+import { createUpstreamEmbeddings } from '../embeddings/upstream.model.ts';
 import { createEmbeddingBackends } from './embeddings.ts';
 import { createGatewayService } from './gateway.service.ts';
 import type { ResolvedGatewayConfig, ResolvedProvider } from './providers/config.ts';
@@ -38,9 +39,18 @@ export function createGateway(deps: GatewayDeps) {
   };
   const { onUpstreamFailure } = deps;
   const observe = onUpstreamFailure ? { onUpstreamFailure } : {};
+  const embeddingBackend = createEmbeddingBackends({ registry, retry, logger, ...observe });
   return {
     service: createGatewayService({ registry, retry, usage: deps.usage, quota: deps.quota, logger, ...observe }),
-    embeddingBackend: createEmbeddingBackends({ registry, retry, logger, ...observe }),
+    embeddingBackend,
+    /** Upstream embedding models for the embedding registry; tokens count in this gateway's usage. */
+    embeddingModels: createUpstreamEmbeddings({
+      backends: embeddingBackend,
+      target: registry.target,
+      providerOf: async (model) => (await registry.candidates(model, 'embedding'))[0]?.provider.name,
+      unlisted: () => registry.unlisted(),
+      usage: deps.usage,
+    }),
     rerankers: createRerankers({ registry, retry, logger, usage: deps.usage, ...observe }),
     providers: registry.providers,
     close: () => registry.close(),
