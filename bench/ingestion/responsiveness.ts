@@ -280,7 +280,8 @@ async function run(label: string, databaseUrl: string | undefined) {
     };
   } finally {
     await stopServer(server);
-    rmSync(dataDir, { recursive: true, force: true });
+    if (process.env.BENCH_KEEP_DATA) console.error(`kept ${dataDir}`);
+    else rmSync(dataDir, { recursive: true, force: true });
   }
 }
 
