@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import type { Database } from './db/client.ts';
 import { randomBase62 } from './db/ids.ts';
-import { createGatewayModule, type Gateway } from './gateway/gateway.module.ts';
+import type { Gateway } from './gateway/gateway.module.ts';
 import { healthRoutes } from './health/health.routes.ts';
 import { installAuth } from './http/auth.ts';
 import { frameworkErrorHandler, installErrorHandling } from './http/error-handler.ts';
@@ -28,7 +28,6 @@ import { createProcessing } from './modules.ts';
 import { createToolsModule } from './tools/tools.module.ts';
 import { createRetrievalModule } from './retrieval/retrieval.module.ts';
 import type { UsageRecorder } from './usage/usage.recorder.ts';
-import { createUsageModule } from './usage/usage.module.ts';
 
 export interface AppDeps {
   config: Config;
@@ -79,9 +78,12 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     embeddings: deps.embeddings,
     config,
     logger,
+    clock,
     concurrency: config.ingestionConcurrency,
   });
-  const { metrics, embeddings, ocr } = processing.ingestion;
+  const { metrics, embeddings, gateway } = processing;
+  const usage = processing.usage.service;
+  const { ocr } = processing.ingestion;
   const worker = processing.ingestion.service;
 
   const baseLogger: FastifyBaseLogger = logger;
@@ -144,22 +146,6 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     unauthenticatedPerMinute: config.unauthenticatedPerMinute,
   });
 
-  const usageModule = createUsageModule({ db: database.db, config, logger, clock });
-  const usage = usageModule.service;
-  const gateway = createGatewayModule({
-    config: config.gateway,
-    usage,
-    quota: usageModule.quota,
-    logger,
-    clock,
-    onUpstreamFailure: (failure) => metrics.upstreamFailed(failure),
-  });
-  // In-flight requests finish before onClose hooks run, so their usage is in the last flush.
-  server.addHook('onClose', async () => {
-    await usageModule.close();
-    await gateway.close();
-  });
-
   const collections = createCollectionsModule({ db: database.db, embeddings, hnsw: config.hnsw });
   const documents = createDocumentsModule({
     database,
@@ -168,7 +154,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     uploadLimitBytes: config.uploadLimitBytes,
   });
   server.addHook('onClose', () => documents.close());
-  const embeddingsApi = createEmbeddingsModule({ registry: embeddings, usage, upstream: gateway.embeddingBackend });
+  const embeddingsApi = createEmbeddingsModule({ registry: embeddings, usage });
   const retrieval = createRetrievalModule({
     db: database.db,
     collections: collections.service,
@@ -244,6 +230,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   ])
     await server.register(routes);
 
+  // In-flight requests finish before onClose hooks run, so their usage is in the last flush.
   server.addHook('onClose', async () => {
     await processing.stop();
     await codeExecution.settled();

@@ -1,30 +1,69 @@
 import type { Logger } from 'pino';
+import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { Db } from './db/client.ts';
 import type { EmbeddingRegistry } from './embeddings/registry.ts';
+import { createGatewayModule } from './gateway/gateway.module.ts';
 import { createIngestionModule } from './ingestion/ingestion.module.ts';
+import { createJobsRepository } from './ingestion/jobs.repository.ts';
+import { countEmbeddings } from './metrics/embeddings.ts';
+import { createMetrics } from './metrics/metrics.ts';
+import { createUsageModule } from './usage/usage.module.ts';
 import type { WebhookSender } from './webhooks/sender.ts';
 import { createWebhooksModule } from './webhooks/webhooks.module.ts';
 
 export interface ProcessingDeps {
   db: Db;
+  /** The local models; models the gateway's providers serve join them here. */
   embeddings: EmbeddingRegistry;
   config: Config;
   logger: Logger;
+  clock: Clock;
   /** Ingestion jobs at once in this process; 0: none, and no webhook sender either. */
   concurrency: number;
 }
 
 /**
  * What the server (src/app.ts) and the standalone worker (src/worker.ts) wire alike, in one
- * place: ingestion (queue, metrics, OCR, the worker) and webhooks, whose deliveries are sent by
- * every process that ingests. The server adds the API domains on top.
+ * place: this process's metrics (which read the ingestion queue), usage and the gateway (a
+ * collection on an upstream model embeds through its providers, the tokens counted against the
+ * uploading key), the embedding registry over both, ingestion (OCR probe, worker) and webhooks
+ * (whose deliveries every ingesting process sends). The server adds the API domains on top.
  */
 export async function createProcessing(deps: ProcessingDeps) {
-  const ingestion = await createIngestionModule(deps);
-  const webhooks = createWebhooksModule({ db: deps.db, config: deps.config.webhooks, logger: deps.logger });
+  const { db, config, logger, clock } = deps;
+  const jobs = createJobsRepository(db);
+  const metrics = createMetrics({
+    processMetrics: config.metrics.token !== undefined,
+    queueStats: () => jobs.queueStats(),
+    onQueueError: (error) => logger.warn({ err: error }, 'metrics: ingestion queue unreadable'),
+  });
+  const usage = createUsageModule({ db, config, logger, clock });
+  const gateway = createGatewayModule({
+    config: config.gateway,
+    usage: usage.service,
+    quota: usage.quota,
+    logger,
+    clock,
+    onUpstreamFailure: (failure) => metrics.upstreamFailed(failure),
+  });
+  // One registry: the local models, and the models the gateway's providers serve.
+  const embeddings = countEmbeddings(deps.embeddings.withUpstream(gateway.embeddingModels), metrics);
+  const ingestion = await createIngestionModule({
+    jobs,
+    embeddings,
+    metrics: metrics.ingestion,
+    config,
+    logger,
+    concurrency: deps.concurrency,
+  });
+  const webhooks = createWebhooksModule({ db, config: config.webhooks, logger });
   let sender: WebhookSender | undefined;
   return {
+    metrics,
+    usage,
+    gateway,
+    embeddings,
     ingestion,
     webhooks,
     /** Starts claiming jobs and sending deliveries, when this process ingests. */
@@ -33,10 +72,15 @@ export async function createProcessing(deps: ProcessingDeps) {
       ingestion.service.start();
       sender = webhooks.startSender();
     },
-    /** Stops both: running jobs finish or go back to the queue, a delivery in flight finishes. */
+    /**
+     * Stops the worker (running jobs finish or go back to the queue) and the sender, then flushes
+     * usage (the worker's upstream embeddings included) and closes the provider pools.
+     */
     async stop(): Promise<void> {
       await ingestion.service?.stop();
       await sender?.stop();
+      await usage.close();
+      await gateway.close();
     },
   };
 }

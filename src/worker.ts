@@ -19,9 +19,10 @@ async function main(): Promise<void> {
     embeddings: await loadEmbeddings(config, logger),
     config,
     logger,
+    clock: Date.now,
     concurrency: Math.max(1, config.ingestionConcurrency),
   });
-  const { metrics } = processing.ingestion;
+  const { metrics } = processing;
   const { token, port } = config.metrics;
   // The worker's only HTTP: /healthz (and /metrics with a token) on METRICS_PORT, when set.
   const metricsServer =

@@ -65,7 +65,7 @@ const unit = (v: Float64Array | number[]) => {
 const scifact = (name: string) => sharedJsonLines<{ title?: string; text: string }>(`scifact/${name}`);
 const loadModel = (await import('../../src/embeddings/load.ts')).loadEmbeddings;
 const registry = await loadModel(server.config, (await import('pino')).pino({ level: 'warn' }));
-const resolved = registry.resolve('text-embedding-ada-002');
+const resolved = await registry.resolve('text-embedding-ada-002');
 if (!resolved.ok) throw new Error(resolved.message);
 const abstracts = scifact('corpus.jsonl').map((d) => `${d.title ?? ''}. ${d.text}`);
 const real = (await resolved.model.embed(abstracts, { priority: 'bulk' })).vectors.map((v) => Array.from(v));

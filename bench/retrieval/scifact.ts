@@ -102,7 +102,7 @@ if (reused === undefined) {
   ).map((r) => r.content);
   const resolved = (await import('../../src/embeddings/load.ts')).loadEmbeddings;
   const registry = await resolved(server.config, (await import('pino')).pino({ level: 'warn' }));
-  const model = registry.resolve('text-embedding-ada-002');
+  const model = await registry.resolve('text-embedding-ada-002');
   if (!model.ok) throw new Error(model.message);
   const t1 = performance.now();
   for (let i = 0; i < chunkTexts.length; i += 512)

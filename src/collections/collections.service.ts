@@ -48,7 +48,8 @@ export function createCollectionsService({ repo, embeddings, hnsw }: Collections
           message: `This API key may not use collection '${input.name}'`,
         });
       }
-      const resolved = embeddings.resolve(input.embedding_model);
+      // An upstream model's dimensions were measured by a probe call: fixed from here on.
+      const resolved = await embeddings.resolve(input.embedding_model);
       if (!resolved.ok) {
         throw new AppError({
           code: resolved.reason === 'unknown' ? 'invalid_value' : 'service_unavailable',

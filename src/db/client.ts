@@ -1,8 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PGlite } from '@electric-sql/pglite';
-import { vector } from '@electric-sql/pglite/vector';
 import { sql, type SQL } from 'drizzle-orm';
 import { drizzle as drizzleNodePg } from 'drizzle-orm/node-postgres';
 import { migrate as migrateNodePg } from 'drizzle-orm/node-postgres/migrator';
@@ -12,6 +10,7 @@ import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import pg from 'pg';
 import { lockDataDir } from './data-dir-lock.ts';
 import { listen } from './notifications.ts';
+import { startPgliteThread } from './pglite-remote.ts';
 import * as schema from './schema/index.ts';
 
 export type Schema = typeof schema;
@@ -52,22 +51,6 @@ export async function queryRows<T>(db: Db, query: SQL): Promise<T[]> {
 }
 
 /**
- * bytea through Buffer's native hex codec. PGlite's own goes byte by byte through JS arrays and
- * parseInt: a 50 MB upload held the event loop for 20 s and took 2 GB (now about 3 s, the rest
- * being PGlite's own work, which runs on the event loop too).
- */
-const BYTEA = 17;
-const pgliteBytea = {
-  serializers: {
-    [BYTEA]: (value: unknown) => {
-      const bytes = value as Uint8Array;
-      return `\\x${Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex')}`;
-    },
-  },
-  parsers: { [BYTEA]: (text: string) => new Uint8Array(Buffer.from(text.slice(2), 'hex')) },
-};
-
-/**
  * Bind parameters one statement may carry on PGlite. Its protocol writer counts them in a signed
  * 16-bit field: with 32,800 a statement silently ran with the wrong parameters (a `where 1 in
  * (…)` matched nothing), and later statements of the session answered wrongly too (every key
@@ -83,17 +66,21 @@ export interface PgliteOptions {
   onBroken?: (error: Error) => void;
 }
 
-/** The embedded PostgreSQL (PGlite + pgvector), persisted under `dir`, or in memory without one. */
+/**
+ * The embedded PostgreSQL (PGlite + pgvector), persisted under `dir`, or in memory without one. It
+ * runs on a thread of its own (pglite.worker.ts), so its statements never hold the server's thread.
+ */
 export async function openPglite(dir?: string, options: PgliteOptions = {}): Promise<Database> {
   if (dir !== undefined) mkdirSync(dir, { recursive: true });
-  const client = await PGlite.create({
-    ...(dir === undefined ? {} : { dataDir: dir }),
-    extensions: { vector },
-    ...pgliteBytea,
-  });
   // After an engine failure PGlite may answer later statements wrongly rather than fail: from
   // then on every statement is refused with the cause and readiness fails, until a restart.
   let broken: Error | undefined;
+  const markBroken = (error: Error) => {
+    if (broken) return;
+    broken = error;
+    options.onBroken?.(error);
+  };
+  const client = await startPgliteThread(dir, markBroken);
   const refusal = () =>
     new Error(`embedded database failed (${broken?.message ?? 'unknown'}); restart ragport to reopen it`);
   const guarded =
@@ -109,10 +96,7 @@ export async function openPglite(dir?: string, options: PgliteOptions = {}): Pro
       try {
         return await method(...args);
       } catch (error) {
-        if (!broken && isEngineFailure(error)) {
-          broken = error;
-          options.onBroken?.(error);
-        }
+        if (isEngineFailure(error)) markBroken(error);
         throw error;
       }
     };
@@ -124,7 +108,7 @@ export async function openPglite(dir?: string, options: PgliteOptions = {}): Pro
       tx.query = guarded(tx.query.bind(tx)) as typeof tx.query;
       return callback(tx);
     })) as typeof client.transaction);
-  const db = drizzlePglite(client, { schema }) as unknown as Db;
+  const db = drizzlePglite(client as never, { schema }) as unknown as Db;
   return {
     kind: 'pglite',
     db,

@@ -61,15 +61,21 @@ const endActiveJobs = (tx: Db, documentId: string, reason: string) =>
         where document_id = ${documentId} and status in ('queued', 'running')`,
   );
 
+/** The job a write queues, and the key that asked (whose usage its upstream embedding counts in). */
+export interface QueuedJob {
+  id: string;
+  keyId: string;
+}
+
 export function createDocumentsRepository(db: Db) {
   const index = createIndexRepository(db);
   return {
     /** The document and its ingestion job commit together, or neither does. Returns the row as committed. */
-    async insertWithJob(row: NewDocument, jobId: string): Promise<Omit<DocumentRow, 'original'>> {
+    async insertWithJob(row: NewDocument, job: QueuedJob): Promise<Omit<DocumentRow, 'original'>> {
       return db.transaction(async (tx) => {
         const [created] = await tx.insert(documents).values(row).returning(columns);
         if (!created) throw new Error('insert returned no row');
-        await tx.insert(ingestionJobs).values({ id: jobId, documentId: row.id });
+        await tx.insert(ingestionJobs).values({ id: job.id, documentId: row.id, keyId: job.keyId });
         return created;
       });
     },
@@ -99,7 +105,7 @@ export function createDocumentsRepository(db: Db) {
     async replaceWithJob(
       id: string,
       content: NewVersion,
-      jobId: string,
+      job: QueuedJob,
     ): Promise<Omit<DocumentRow, 'original'> | undefined> {
       return retryOnDeadlock(() =>
         db.transaction(async (tx) => {
@@ -115,7 +121,7 @@ export function createDocumentsRepository(db: Db) {
           );
           const version = Math.max(doc.version, latest?.version ?? 0) + 1;
           await endActiveJobs(tx, id, `Superseded by version ${version}`);
-          await tx.insert(ingestionJobs).values({ id: jobId, documentId: id, version, ...content });
+          await tx.insert(ingestionJobs).values({ id: job.id, documentId: id, keyId: job.keyId, version, ...content });
           const [updated] = await tx
             .update(documents)
             .set({

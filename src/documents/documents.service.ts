@@ -98,7 +98,7 @@ export function createDocumentsService({ repo, collections, onQueued, settled }:
             description: upload.description ?? null,
             metadata: upload.metadata ?? null,
           },
-          newId('job'),
+          { id: newId('job'), keyId: principal.keyId },
         );
       } catch (error) {
         if (!isUniqueViolation(error)) throw error;
@@ -164,7 +164,7 @@ export function createDocumentsService({ repo, collections, onQueued, settled }:
       const replaced = await repo.replaceWithJob(
         id,
         { ...content, description: upload.description ?? null, metadata: upload.metadata ?? null },
-        newId('job'),
+        { id: newId('job'), keyId: principal.keyId },
       );
       if (!replaced) throw notFound(NOT_FOUND);
       onQueued();

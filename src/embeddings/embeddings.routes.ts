@@ -15,7 +15,7 @@ export function embeddingsRoutes(embeddings: EmbeddingsService) {
           operationId: 'createEmbeddings',
           tags: ['embeddings'],
           description:
-            'OpenAI-compatible embeddings. The header x-ragport-embedding-model names the model that computed them (OpenAI names are aliases of the local default model unless an upstream serves them).',
+            "OpenAI-compatible embeddings. A local model by its name, else a model an upstream provider serves (retries and failover as for chat), else OpenAI names are aliases of the local default model; the same resolution as a collection's embedding_model. The header x-ragport-embedding-model names the model that computed them.",
           body: embeddingsBody,
           response: { 200: embeddingsResponse },
         },

@@ -1,12 +1,8 @@
 import { AppError } from '../errors.ts';
 import type { EmbeddingsBody, EmbeddingsResponse } from './embeddings.schemas.ts';
 import { MAX_TOTAL_CHARS } from './embeddings.schemas.ts';
-import type { EmbeddingBackend } from '../gateway/embeddings.ts';
 import type { EmbeddingRegistry } from './registry.ts';
-
-export interface UsageSink {
-  record(entry: { keyId: string; model: string; promptTokens: number; completionTokens: number }): void;
-}
+import type { UsageSink } from './embeddings.types.ts';
 
 /** Little-endian float32, base64: what OpenAI sends for encoding_format=base64. */
 function toBase64(vector: Float32Array): string {
@@ -18,8 +14,6 @@ function toBase64(vector: Float32Array): string {
 export interface EmbeddingsServiceDeps {
   registry: EmbeddingRegistry;
   usage: UsageSink;
-  /** Upstream providers from the gateway: a model one of them serves goes there. */
-  upstream?: (model: string) => Promise<EmbeddingBackend | undefined>;
 }
 
 function respond(body: EmbeddingsBody, vectors: Float32Array[], promptTokens: number): EmbeddingsResponse {
@@ -51,24 +45,7 @@ export function createEmbeddingsService(deps: EmbeddingsServiceDeps) {
           param: 'input',
         });
       }
-      // Local models by their own names first; then an upstream serving the name (OpenAI's names
-      // included); only then are OpenAI's names aliases of the local default.
-      if (!deps.registry.isLocal(body.model)) {
-        const upstream = await deps.upstream?.(body.model);
-        if (upstream) {
-          const { vectors, promptTokens } = await upstream.embed(inputs, signal);
-          deps.usage.record({ keyId, model: body.model, promptTokens, completionTokens: 0 });
-          return {
-            resolvedModel: upstream.model,
-            response: respond(
-              body,
-              vectors.map((v) => Float32Array.from(v)),
-              promptTokens,
-            ),
-          };
-        }
-      }
-      const resolved = deps.registry.resolve(body.model);
+      const resolved = await deps.registry.resolve(body.model);
       if (!resolved.ok) {
         throw new AppError({
           code: resolved.reason === 'unknown' ? 'model_not_found' : 'service_unavailable',
@@ -76,6 +53,8 @@ export function createEmbeddingsService(deps: EmbeddingsServiceDeps) {
           param: 'model',
         });
       }
+      // No keyId to the model: this route counts every request itself, local models' too, under
+      // the name the client asked for.
       const { vectors, promptTokens } = await resolved.model.embed(inputs, { priority: 'interactive', signal });
       deps.usage.record({ keyId, model: body.model, promptTokens, completionTokens: 0 });
       return { resolvedModel: resolved.model.name, response: respond(body, vectors, promptTokens) };

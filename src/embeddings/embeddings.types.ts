@@ -8,8 +8,10 @@ export interface EmbeddingModel {
   /** Longest input in tokens; longer inputs are truncated by the model. */
   readonly maxTokens: number;
   /**
-   * Vectors in input order, unit length. `priority: 'interactive'` (a search query, an API call)
-   * jumps ahead of queued bulk ingestion batches.
+   * Vectors in input order: unit length from local models, as the provider sends them from
+   * upstream ones (search compares by cosine, which does not need unit length).
+   * `priority: 'interactive'` (a search query, an API call) jumps ahead of queued bulk ingestion
+   * batches.
    */
   embed(texts: readonly string[], options?: EmbedOptions): Promise<EmbeddingResult>;
   /** Tokens per text as the model counts them, without special tokens. */
@@ -21,9 +23,19 @@ export interface EmbedOptions {
   signal?: AbortSignal;
   /** Texts are search queries (some models want a query instruction prefix). */
   asQuery?: boolean;
+  /**
+   * The key this work is done for: upstream models count their tokens against it in the usage
+   * tables (the uploader's key for ingestion, the searching key for queries). Local models ignore it.
+   */
+  keyId?: string;
 }
 
 export interface EmbeddingResult {
   vectors: Float32Array[];
   promptTokens: number;
+}
+
+/** Where tokens are counted per key (the usage recorder). */
+export interface UsageSink {
+  record(entry: { keyId: string; model: string; promptTokens: number; completionTokens: number }): void;
 }

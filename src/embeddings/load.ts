@@ -51,11 +51,7 @@ function guidance(config: Config, error: unknown): string {
  * cannot work), and is retried in the background, so that it is used as soon as it appears. Never
  * silent garbage vectors.
  */
-export async function loadEmbeddings(
-  config: Config,
-  logger: Logger,
-  upstream?: (name: string) => EmbeddingModel | undefined,
-): Promise<EmbeddingRegistry> {
+export async function loadEmbeddings(config: Config, logger: Logger): Promise<EmbeddingRegistry> {
   const local = new Map<string, EmbeddingModel | Error>();
   const attempt = async (): Promise<boolean> => {
     try {
@@ -97,5 +93,5 @@ export async function loadEmbeddings(
     };
     retry();
   }
-  return createEmbeddingRegistry({ local, defaultLocal: config.embeddingModel, ...(upstream ? { upstream } : {}) });
+  return createEmbeddingRegistry({ local, defaultLocal: config.embeddingModel });
 }

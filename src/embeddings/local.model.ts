@@ -1,22 +1,10 @@
 import { availableParallelism } from 'node:os';
-import {
-  AutoModel,
-  AutoTokenizer,
-  env,
-  type PreTrainedModel,
-  type PreTrainedTokenizer,
-  type Tensor,
-} from '@huggingface/transformers';
+import { Worker } from 'node:worker_threads';
 import { createBatcher } from './batcher.ts';
 import type { EmbeddingModel } from './embeddings.types.ts';
+import type { ModelCard, ThreadMessage, ThreadOptions, ThreadRequest } from './local.worker.ts';
 
 /** What transformers.js cannot tell from a model's files: how sentence vectors are pooled. */
-interface ModelCard {
-  pooling: 'mean' | 'cls';
-  maxTokens: number;
-  queryPrefix: string;
-}
-
 const cards: Record<string, ModelCard> = {
   'sentence-transformers/all-MiniLM-L6-v2': { pooling: 'mean', maxTokens: 256, queryPrefix: '' },
   'sentence-transformers/all-MiniLM-L12-v2': { pooling: 'mean', maxTokens: 256, queryPrefix: '' },
@@ -53,82 +41,98 @@ export interface LocalModelOptions {
 
 export class ModelUnavailableError extends Error {}
 
-/** Mean over real tokens (attention mask 1), or the [CLS] vector; then unit length. */
-function pool(hidden: Tensor, mask: Tensor, pooling: ModelCard['pooling']): Float32Array[] {
-  const [batch = 0, seq = 0, dim = 0] = hidden.dims;
-  const data = hidden.data as Float32Array;
-  const maskData = mask.data as BigInt64Array;
-  const out: Float32Array[] = [];
-  for (let b = 0; b < batch; b++) {
-    const v = new Float32Array(dim);
-    if (pooling === 'cls') {
-      v.set(data.subarray(b * seq * dim, b * seq * dim + dim));
-    } else {
-      let n = 0;
-      for (let t = 0; t < seq; t++) {
-        if (maskData[b * seq + t] === 0n) continue;
-        n++;
-        const offset = (b * seq + t) * dim;
-        for (let d = 0; d < dim; d++) v[d] = (v[d] as number) + (data[offset + d] as number);
-      }
-      if (n > 0) for (let d = 0; d < dim; d++) v[d] = (v[d] as number) / n;
-    }
-    let norm = 0;
-    for (let d = 0; d < dim; d++) norm += (v[d] as number) ** 2;
-    norm = Math.sqrt(norm) || 1;
-    for (let d = 0; d < dim; d++) v[d] = (v[d] as number) / norm;
-    out.push(v);
-  }
-  return out;
+const workerUrl = new URL('./local.worker.ts', import.meta.url);
+
+/** A model loaded on a thread of its own (local.worker.ts), answering one request at a time. */
+interface ModelThread {
+  dimensions: number;
+  embed(texts: string[], batching: 'alone' | 'padded'): Promise<{ vectors: Float32Array[]; tokenCounts: number[] }>;
+  count(texts: string[]): Promise<number[]>;
+  close(): Promise<void>;
 }
 
-/**
- * transformers.js truncates by cutting the end of the sequence, [SEP] included; the model (and
- * sentence-transformers) expect truncated content followed by [SEP]. Put it back.
- */
-function restoreSeparator(ids: Tensor, mask: Tensor, sepId: number | undefined): void {
-  if (sepId === undefined) return;
-  const [batch = 0, seq = 0] = ids.dims;
-  const idData = ids.data as BigInt64Array;
-  const maskData = mask.data as BigInt64Array;
-  const sep = BigInt(sepId);
-  for (let b = 0; b < batch; b++) {
-    const last = b * seq + seq - 1;
-    if (maskData[last] === 1n && idData[last] !== sep) idData[last] = sep;
-  }
-}
+type Answer = Extract<ThreadMessage, { ok: true }>;
 
-/**
- * A sentence-embedding model run in-process by ONNX Runtime. Inference runs on ORT's own threads,
- * one batch at a time (more would only oversubscribe the cores), fed by a priority batcher.
- */
-/** Batches up to this many token positions (padding included) run on the single-threaded session. */
-const SMALL_BATCH_TOKENS = 128;
-
-export async function loadLocalModel(options: LocalModelOptions): Promise<EmbeddingModel> {
-  env.allowRemoteModels = options.modelsDir === undefined;
-  env.allowLocalModels = options.modelsDir !== undefined;
-  if (options.modelsDir !== undefined) env.localModelPath = options.modelsDir;
-  env.cacheDir = options.cacheDir;
-
-  const card = cards[options.id] ?? { pooling: 'mean', maxTokens: 256, queryPrefix: '' };
-  let tokenizer: PreTrainedTokenizer;
-  let model: PreTrainedModel;
-  let small: PreTrainedModel;
-  const threads = options.threads ?? availableParallelism();
-  const session = (intraOpNumThreads: number) =>
-    AutoModel.from_pretrained(options.id, {
-      dtype: options.dtype,
-      device: 'cpu',
-      session_options: { intraOpNumThreads, interOpNumThreads: 1 },
+async function startModelThread(options: ThreadOptions): Promise<ModelThread> {
+  const worker = new Worker(workerUrl, { workerData: options });
+  const pending = new Map<number, { resolve: (m: Answer) => void; reject: (e: Error) => void }>();
+  let nextId = 1;
+  let gone: Error | undefined;
+  // Like a socket, the thread keeps the process alive only while it has work.
+  const track = () => (pending.size > 0 ? worker.ref() : worker.unref());
+  const dimensions = await new Promise<number>((resolve, reject) => {
+    worker.once('message', (message: ThreadMessage) => {
+      if ('ready' in message) resolve(message.dimensions);
+      else reject(new Error('failed' in message ? message.failed : 'the model thread answered before it was ready'));
     });
+    worker.once('error', reject);
+    worker.once('exit', (code) => reject(new Error(`the model thread exited (${code}) while loading`)));
+  });
+  const fail = (error: Error) => {
+    gone ??= error;
+    for (const { reject } of pending.values()) reject(error);
+    pending.clear();
+  };
+  worker.on('message', (message: ThreadMessage) => {
+    if (!('id' in message)) return;
+    const waiter = pending.get(message.id);
+    if (!waiter) return;
+    pending.delete(message.id);
+    track();
+    if (message.ok) waiter.resolve(message);
+    else waiter.reject(new Error(message.message));
+  });
+  worker.on('error', (error: Error) => fail(new Error(`the embedding model thread failed: ${error.message}`)));
+  worker.on('exit', (code) => fail(new Error(`the embedding model thread exited (${code})`)));
+  track();
+  type Op = ThreadRequest extends infer R ? (R extends unknown ? Omit<R, 'id'> : never) : never;
+  const call = (request: Op) => {
+    if (gone) return Promise.reject(gone);
+    const id = nextId++;
+    return new Promise<Answer>((resolve, reject) => {
+      pending.set(id, { resolve, reject });
+      track();
+      worker.postMessage({ ...request, id });
+    });
+  };
+  return {
+    dimensions,
+    embed: async (texts, batching) => {
+      const { vectors = [], tokenCounts } = await call({ op: 'embed', texts, batching });
+      return { vectors, tokenCounts };
+    },
+    count: async (texts) => (await call({ op: 'count', texts })).tokenCounts,
+    close: async () => {
+      gone ??= new Error('the embedding model was closed');
+      await worker.terminate();
+    },
+  };
+}
+
+/** A bulk thread unused this long is stopped, and its memory returned; the next ingestion starts it again. */
+const BULK_IDLE_MS = 60_000;
+
+/**
+ * A sentence-embedding model run by ONNX Runtime on threads of their own, never the server's:
+ * an interactive thread (search queries, /embeddings), loaded at once, and a bulk thread
+ * (ingestion: chunk token counts and chunk vectors), started when a document first needs it. A
+ * query never waits behind a document's chunks; each lane is fed by its own batcher.
+ */
+export async function loadLocalModel(options: LocalModelOptions): Promise<EmbeddingModel> {
+  const card = cards[options.id] ?? { pooling: 'mean', maxTokens: 256, queryPrefix: '' };
+  const threads = options.threads ?? availableParallelism();
+  const threadOptions = (smallSession: boolean): ThreadOptions => ({
+    id: options.id,
+    modelsDir: options.modelsDir,
+    cacheDir: options.cacheDir,
+    dtype: options.dtype,
+    threads,
+    smallSession,
+    card,
+  });
+  let interactive: ModelThread;
   try {
-    tokenizer = await AutoTokenizer.from_pretrained(options.id);
-    model = await session(threads);
-    // A search query is a handful of tokens: splitting it across threads costs more in hand-offs
-    // than it saves (and competes with the database for the cores), so small batches get a
-    // single-threaded session of the same weights.
-    small = threads > 1 ? await session(1) : model;
+    interactive = await startModelThread(threadOptions(true));
   } catch (error) {
     const where = options.modelsDir === undefined ? 'the model hub' : `MODELS_DIR (${options.modelsDir})`;
     throw new ModelUnavailableError(
@@ -136,50 +140,47 @@ export async function loadLocalModel(options: LocalModelOptions): Promise<Embedd
       { cause: error },
     );
   }
-  const dimensions = (model.config as unknown as { hidden_size: number }).hidden_size;
 
-  const countTokens = async (texts: readonly string[]) =>
-    texts.map((t) => tokenizer.encode(t, { add_special_tokens: false }).length);
-
-  const runPadded = async (texts: string[]) => {
-    const inputs = tokenizer(texts, { padding: true, truncation: true, max_length: card.maxTokens });
-    restoreSeparator(inputs.input_ids, inputs.attention_mask, tokenizer.sep_token_id);
-    const mask = inputs.attention_mask;
-    const [batch = 0, seq = 0] = mask.dims;
-    const output = (await (batch * seq <= SMALL_BATCH_TOKENS ? small : model)(inputs)) as { last_hidden_state: Tensor };
-    const maskData = mask.data as BigInt64Array;
-    // Special tokens ([CLS], [SEP]) are not the caller's tokens.
-    const tokenCounts = texts.map(
-      (_, b) => maskData.subarray(b * seq, (b + 1) * seq).reduce((n, x) => n + Number(x), 0) - 2,
-    );
-    return { vectors: pool(output.last_hidden_state, mask, card.pooling), tokenCounts };
-  };
-
-  const runAlone = async (texts: string[]) => {
-    const vectors: Float32Array[] = [];
-    const tokenCounts: number[] = [];
-    for (const text of texts) {
-      const one = await runPadded([text]);
-      vectors.push(one.vectors[0] as Float32Array);
-      tokenCounts.push(one.tokenCounts[0] as number);
+  let bulk: Promise<ModelThread> | undefined;
+  let bulkUsers = 0;
+  let idleTimer: NodeJS.Timeout | undefined;
+  /** Runs `work` on the bulk thread, starting it if needed and stopping it once idle for a while. */
+  const onBulk = async <T>(work: (thread: ModelThread) => Promise<T>): Promise<T> => {
+    clearTimeout(idleTimer);
+    bulkUsers++;
+    try {
+      bulk ??= startModelThread(threadOptions(false)).catch((error: unknown) => {
+        bulk = undefined;
+        throw error;
+      });
+      return await work(await bulk);
+    } finally {
+      if (--bulkUsers === 0) {
+        idleTimer = setTimeout(() => {
+          const thread = bulk;
+          bulk = undefined;
+          void thread?.then((t) => t.close()).catch(() => undefined);
+        }, BULK_IDLE_MS);
+        idleTimer.unref();
+      }
     }
-    return { vectors, tokenCounts };
   };
-  const batching = options.batching ?? (options.dtype === 'q8' ? 'alone' : 'padded');
 
-  const batcher = createBatcher(batching === 'alone' ? runAlone : runPadded, { maxBatch: options.maxBatch ?? 32 });
+  const batching = options.batching ?? (options.dtype === 'q8' ? 'alone' : 'padded');
+  const maxBatch = options.maxBatch ?? 32;
+  const interactiveBatcher = createBatcher((texts) => interactive.embed(texts, batching), { maxBatch });
+  const bulkBatcher = createBatcher((texts) => onBulk((thread) => thread.embed(texts, batching)), { maxBatch });
 
   return {
     name: options.id,
     provider: 'local',
-    dimensions,
+    dimensions: interactive.dimensions,
     maxTokens: card.maxTokens,
-    countTokens,
-    embed: (texts, embedOptions = {}) =>
-      batcher.run(
-        embedOptions.asQuery && card.queryPrefix ? texts.map((t) => card.queryPrefix + t) : [...texts],
-        embedOptions.priority ?? 'interactive',
-        embedOptions.signal,
-      ),
+    countTokens: (texts) => onBulk((thread) => thread.count([...texts])),
+    embed: (texts, embedOptions = {}) => {
+      const input = embedOptions.asQuery && card.queryPrefix ? texts.map((t) => card.queryPrefix + t) : [...texts];
+      const priority = embedOptions.priority ?? 'interactive';
+      return (priority === 'bulk' ? bulkBatcher : interactiveBatcher).run(input, priority, embedOptions.signal);
+    },
   };
 }

@@ -1,4 +1,5 @@
 import type { EmbeddingModel } from './embeddings.types.ts';
+import type { UpstreamEmbeddings } from './upstream.model.ts';
 
 /** OpenAI's embedding names; with no upstream serving them, they are aliases of the local default. */
 export const openAiEmbeddingNames = ['text-embedding-ada-002', 'text-embedding-3-small', 'text-embedding-3-large'];
@@ -7,29 +8,55 @@ export type Resolution =
   | { ok: true; model: EmbeddingModel; requested: string }
   | { ok: false; reason: 'unknown' | 'unavailable'; message: string };
 
+/** What a collection recorded at creation: where its vectors come from and their length. */
+export interface CollectionModel {
+  /** `local`, or the upstream provider first in line at creation. */
+  provider: string;
+  /** The model that really embeds (`embedding_model_resolved`). */
+  model: string;
+  dimensions: number;
+}
+
+/**
+ * Every embedding model, local (ONNX in this process) or upstream (a gateway provider), behind
+ * the one `EmbeddingModel` interface. The embeddings route, collections, ingestion and search
+ * all resolve through it.
+ */
 export interface EmbeddingRegistry {
-  /** Whether the name is one of the local models (not an alias). */
-  isLocal(name: string): boolean;
-  /** Maps a requested model name to the model that embeds with it. */
-  resolve(name: string): Resolution;
-  /** The model a collection recorded at creation, by its resolved name and provider. */
-  byResolvedName(provider: string, name: string): Resolution;
+  /**
+   * Maps a requested model name to the model that embeds with it: a local model by its own name,
+   * else a model an upstream serves (OpenAI's names included), else OpenAI's names are aliases of
+   * the local default.
+   */
+  resolve(name: string): Promise<Resolution>;
+  /** The model a collection recorded at creation; upstream vectors are held to its dimensions. */
+  forCollection(collection: CollectionModel): Promise<Resolution>;
   /** Local models and their state, for /readyz. */
   status(): { name: string; ok: boolean; detail: string }[];
+  /** The same local models, with upstream models resolved through the gateway's providers. */
+  withUpstream(upstream: UpstreamEmbeddings): EmbeddingRegistry;
 }
 
 export interface RegistryOptions {
   /** Local models by id; an Error records why one could not be loaded. */
   local: ReadonlyMap<string, EmbeddingModel | Error>;
   defaultLocal: string;
-  /** Upstream embedding models from the gateway, when one serves the name. */
-  upstream?: (name: string) => EmbeddingModel | undefined;
 }
 
-export function createEmbeddingRegistry(options: RegistryOptions): EmbeddingRegistry {
+const unknown = (name: string): Resolution => ({
+  ok: false,
+  reason: 'unknown',
+  message: `Unknown embedding model '${name}'`,
+});
+
+/**
+ * The registry over the local models; `upstream` (the gateway's embedding models, added by
+ * `withUpstream` once the gateway exists) serves the other names.
+ */
+export function createEmbeddingRegistry(options: RegistryOptions, upstream?: UpstreamEmbeddings): EmbeddingRegistry {
   const fromLocal = (id: string, requested: string): Resolution => {
     const entry = options.local.get(id);
-    if (entry === undefined) return { ok: false, reason: 'unknown', message: `Unknown embedding model '${requested}'` };
+    if (entry === undefined) return unknown(requested);
     if (entry instanceof Error) {
       return {
         ok: false,
@@ -41,22 +68,31 @@ export function createEmbeddingRegistry(options: RegistryOptions): EmbeddingRegi
   };
 
   return {
-    isLocal: (name) => options.local.has(name),
-    resolve(name) {
+    async resolve(name) {
       if (options.local.has(name)) return fromLocal(name, name);
-      const upstream = options.upstream?.(name);
-      if (upstream) return { ok: true, model: upstream, requested: name };
-      if (openAiEmbeddingNames.includes(name)) return fromLocal(options.defaultLocal, name);
-      return { ok: false, reason: 'unknown', message: `Unknown embedding model '${name}'` };
+      const served = await upstream?.find(name);
+      if (served) return { ok: true, model: served, requested: name };
+      // A provider whose model list is unknown may serve this name: answering with the local
+      // model (or not at all) now would give another model's vectors than the next call does.
+      const unlisted = (await upstream?.unlisted()) ?? [];
+      if (unlisted.length > 0) {
+        return {
+          ok: false,
+          reason: 'unavailable',
+          message: `Embedding model '${name}' is unavailable: the model list of provider ${unlisted.join(', ')} could not be read, and it may serve '${name}'; retry later`,
+        };
+      }
+      if (!openAiEmbeddingNames.includes(name)) return unknown(name);
+      return fromLocal(options.defaultLocal, name);
     },
-    byResolvedName(provider, name) {
-      if (provider === 'local') return fromLocal(name, name);
-      const upstream = options.upstream?.(name);
-      if (upstream && upstream.provider === provider) return { ok: true, model: upstream, requested: name };
+    async forCollection({ provider, model, dimensions }) {
+      if (provider === 'local') return fromLocal(model, model);
+      const served = await upstream?.forCollection(model, dimensions);
+      if (served) return { ok: true, model: served, requested: model };
       return {
         ok: false,
         reason: 'unavailable',
-        message: `Embedding provider '${provider}' no longer serves '${name}'`,
+        message: `Embedding model '${model}' is served by no configured provider (it was '${provider}' when the collection was created)`,
       };
     },
     status() {
@@ -66,5 +102,6 @@ export function createEmbeddingRegistry(options: RegistryOptions): EmbeddingRegi
         detail: entry instanceof Error ? entry.message : 'loaded',
       }));
     },
+    withUpstream: (next) => createEmbeddingRegistry(options, next),
   };
 }

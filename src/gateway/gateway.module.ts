@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { TokenQuota } from '../usage/quota.ts';
 import type { UsageRecorder } from '../usage/usage.recorder.ts';
+import { createUpstreamEmbeddings } from '../embeddings/upstream.model.ts';
 import { createEmbeddingBackends } from './embeddings.ts';
 import { gatewayRoutes } from './gateway.routes.ts';
 import { createGatewayService } from './gateway.service.ts';
@@ -45,11 +46,20 @@ export function createGatewayModule(deps: GatewayDeps) {
   const observe = onUpstreamFailure ? { onUpstreamFailure } : {};
   const service = createGatewayService({ registry, retry, usage: deps.usage, quota: deps.quota, logger, ...observe });
   const rerankers = createRerankers({ registry, retry, logger, usage: deps.usage, ...observe });
+  const embeddingBackend = createEmbeddingBackends({ registry, retry, logger, ...observe });
   return {
     /** /chat/completions and /models, then /rerank. */
     routes: [gatewayRoutes(service), rerankRoutes(rerankers)],
     service,
-    embeddingBackend: createEmbeddingBackends({ registry, retry, logger, ...observe }),
+    embeddingBackend,
+    /** Upstream embedding models for the embedding registry; tokens count in this gateway's usage. */
+    embeddingModels: createUpstreamEmbeddings({
+      backends: embeddingBackend,
+      target: registry.target,
+      providerOf: async (model) => (await registry.candidates(model, 'embedding'))[0]?.provider.name,
+      unlisted: () => registry.unlisted(),
+      usage: deps.usage,
+    }),
     rerankers,
     providers: registry.providers,
     close: () => registry.close(),

@@ -174,6 +174,12 @@ export function createRegistry({ config, createProvider, clock, logger }: Regist
       return serving === undefined ? [] : order(serving);
     },
 
+    /** Providers that discover their models and whose list could not be read yet. */
+    async unlisted(): Promise<string[]> {
+      if (discovering) await ensureLoaded();
+      return states.filter((s) => s.discovers && s.loadedAt === null).map((s) => s.config.name);
+    },
+
     /** Chat models of every provider (aliases included), first provider by priority owning each. */
     async models(): Promise<ModelEntry[]> {
       if (discovering) await ensureLoaded();

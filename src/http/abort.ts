@@ -25,15 +25,34 @@ export function clientGone(reply: FastifyReply): AbortSignal {
 }
 
 /**
+ * What to abort when a shutdown signal fires, in a Set: one listener on the signal itself.
+ * EventTarget checks every registered listener on each add and remove, so a thousand open streams
+ * each adding their own made every new request walk the thousand (profiled at 1,000 streams).
+ */
+const onShutdown = new WeakMap<AbortSignal, Set<() => void>>();
+
+function shutdownHooks(shutdown: AbortSignal): Set<() => void> {
+  let hooks = onShutdown.get(shutdown);
+  if (!hooks) {
+    const created = new Set<() => void>();
+    shutdown.addEventListener('abort', () => created.forEach((hook) => hook()), { once: true });
+    onShutdown.set(shutdown, created);
+    hooks = created;
+  }
+  return hooks;
+}
+
+/**
  * Aborts `controller` when the server's shutdown deadline passes while this response is open.
- * The listener goes with the response, so a long-lived server keeps none per request.
+ * The hook goes with the response, so a long-lived server keeps none per request.
  */
 function abortOnShutdown(reply: FastifyReply, controller: AbortController): void {
   const shutdown = reply.server.shutdownSignal;
   const abort = () => controller.abort(new Error('server shutting down'));
   if (shutdown.aborted) return abort();
-  shutdown.addEventListener('abort', abort, { once: true });
-  reply.raw.once('close', () => shutdown.removeEventListener('abort', abort));
+  const hooks = shutdownHooks(shutdown);
+  hooks.add(abort);
+  reply.raw.once('close', () => hooks.delete(abort));
 }
 
 /** What a stream cut by the shutdown deadline reports in-band before `[DONE]`. */

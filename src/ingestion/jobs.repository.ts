@@ -19,6 +19,10 @@ export interface JobDocument {
   metadata: Record<string, unknown> | null;
   embeddingProvider: string;
   embeddingModel: string;
+  /** The collection's vector length, fixed at its creation. */
+  dimensions: number;
+  /** The key that uploaded (or replaced) this content: upstream embedding tokens count against it. */
+  keyId: string | null;
 }
 
 export type EmbeddedChunk = IndexedChunk;
@@ -99,11 +103,13 @@ export function createJobsRepository(db: Db) {
         metadata: Record<string, unknown> | null;
         embedding_provider: string;
         embedding_model_resolved: string;
+        dimensions: number;
+        key_id: string | null;
       }>(
         db,
         sql`select d.id, d.collection_id, coalesce(j.format, d.format) as format,
                    coalesce(j.original, d.original) as original, coalesce(j.metadata, d.metadata) as metadata,
-                   c.embedding_provider, c.embedding_model_resolved
+                   c.embedding_provider, c.embedding_model_resolved, c.dimensions, j.key_id
             from ingestion_jobs j join documents d on d.id = j.document_id join collections c on c.id = d.collection_id
             where j.id = ${job.jobId}`,
       );
@@ -116,6 +122,8 @@ export function createJobsRepository(db: Db) {
         metadata: row.metadata,
         embeddingProvider: row.embedding_provider,
         embeddingModel: row.embedding_model_resolved,
+        dimensions: row.dimensions,
+        keyId: row.key_id,
       };
     },
 

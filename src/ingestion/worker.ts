@@ -109,7 +109,11 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
       if (signal.aborted) throw new LeaseLost();
       if (!(await jobs.progress(job, id, stage, counts))) throw new JobEnded();
     };
-    const resolved = embeddings.byResolvedName(doc.embeddingProvider, doc.embeddingModel);
+    const resolved = await embeddings.forCollection({
+      provider: doc.embeddingProvider,
+      model: doc.embeddingModel,
+      dimensions: doc.dimensions,
+    });
     if (!resolved.ok) throw new Error(resolved.message);
     const model = resolved.model;
     const parsed = await parser.parse(doc.original, doc.format as DocumentFormat, { maxChars: deps.maxChars }, signal);
@@ -129,7 +133,11 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
     const vectors: Float32Array[] = [];
     await report('embedding', { embedded: 0, total: seen.length });
     for (let at = 0; at < seen.length; at += embedBatch) {
-      const batch = await model.embed(seen.slice(at, at + embedBatch), { priority: 'bulk', signal });
+      const batch = await model.embed(seen.slice(at, at + embedBatch), {
+        priority: 'bulk',
+        signal,
+        ...(doc.keyId === null ? {} : { keyId: doc.keyId }),
+      });
       vectors.push(...batch.vectors);
       await report('embedding', { embedded: vectors.length, total: seen.length });
     }

@@ -8,7 +8,7 @@ import type { KeyChanges } from './key-changes.ts';
 import type { KeyPatch, KeysRepository } from './keys.repository.ts';
 import type { CreateKeyBody, KeyRecord, KeyUsage, UpdateKeyBody } from './keys.schemas.ts';
 import { tierLimits, type Principal, type Scope, type Tier, type WindowLimits } from './principal.ts';
-import { generateSecret, hashSecret, isWellFormedKey, secretsEqual, visiblePrefix } from './secret.ts';
+import { generateSecret, hashSecret, isWellFormedKey, hashesEqual, visiblePrefix } from './secret.ts';
 
 export type { Clock } from '../clock.ts';
 import type { Clock } from '../clock.ts';
@@ -126,6 +126,8 @@ export function createKeysService({
     }
   };
 
+  const adminKeyHash = adminKey === undefined ? undefined : hashSecret(adminKey);
+
   const requireLive = async (id: string): Promise<ApiKeyRow> => {
     const row = await repo.findLive(id);
     if (!row) throw notFound('API key not found');
@@ -135,11 +137,12 @@ export function createKeysService({
   return {
     /** Verifies a presented secret. Never throws for a bad key: the caller maps the outcome. */
     async authenticate(secret: string): Promise<AuthOutcome> {
-      if (adminKey !== undefined && secretsEqual(secret, adminKey)) {
+      // One hash per request: the presented secret's, compared with the admin key's (hashed once).
+      const secretHash = hashSecret(secret);
+      if (adminKeyHash !== undefined && hashesEqual(secretHash, adminKeyHash)) {
         return { ok: true, principal: bootstrapPrincipal };
       }
       if (!isWellFormedKey(secret)) return { ok: false, reason: 'malformed' };
-      const secretHash = hashSecret(secret);
       const key = await cache.lookup(secretHash, async () => {
         const row = await repo.findByHash(secretHash);
         return row && { row, principal: principalFromRow(row) };

@@ -32,7 +32,8 @@ export function countEmbeddings(registry: EmbeddingRegistry, metrics: Pick<Metri
     resolution.ok ? { ...resolution, model: wrap(resolution.model) } : resolution;
   return {
     ...registry,
-    resolve: (name) => counting(registry.resolve(name)),
-    byResolvedName: (provider, name) => counting(registry.byResolvedName(provider, name)),
+    resolve: async (name) => counting(await registry.resolve(name)),
+    forCollection: async (collection) => counting(await registry.forCollection(collection)),
+    withUpstream: (upstream) => countEmbeddings(registry.withUpstream(upstream), metrics),
   };
 }

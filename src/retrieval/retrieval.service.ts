@@ -69,7 +69,11 @@ export function createRetrievalService({ repo, collections, embeddings, settings
     async search(principal: Principal, request: SearchRequest, signal?: AbortSignal): Promise<RetrievedChunk[]> {
       const collection = await collections.requireAccessible(principal, request.collection);
       const filter = compileFilters(request.filters);
-      const resolved = embeddings.byResolvedName(collection.embeddingProvider, collection.embeddingModelResolved);
+      const resolved = await embeddings.forCollection({
+        provider: collection.embeddingProvider,
+        model: collection.embeddingModelResolved,
+        dimensions: collection.dimensions,
+      });
       if (!resolved.ok) throw new AppError({ code: 'service_unavailable', message: resolved.message });
       const counts = new Map<string, number>();
       for (const term of analyze(request.query)) counts.set(term, (counts.get(term) ?? 0) + 1);
@@ -94,6 +98,7 @@ export function createRetrievalService({ repo, collections, embeddings, settings
         resolved.model.embed([request.query], {
           priority: 'interactive',
           asQuery: true,
+          keyId: principal.keyId,
           ...(signal ? { signal } : {}),
         }),
         filter !== undefined && repo.countMatching(collection.id, filter).then((n) => n <= settings.exactBelow),

@@ -51,7 +51,7 @@ beforeAll(async () => {
     sql`select id from collections where name = 'wide'`,
   )) as [{ id: string }];
   const registry = await testEmbeddings();
-  const model = registry.resolve('text-embedding-ada-002');
+  const model = await registry.resolve('text-embedding-ada-002');
   if (!model.ok) throw new Error(model.message);
   query = unit(Array.from((await model.model.embed([QUERY], { asQuery: true })).vectors[0] as Float32Array));
 

@@ -34,6 +34,12 @@ export interface MockUpstreamOptions {
   /** false: never report usage (the gateway then counts with its tokenizer). */
   usage?: boolean;
   embeddingDimensions?: number;
+  /**
+   * `hash` (default): a vector from a hash of the whole text, unrelated to its meaning. `words`:
+   * each word adds one to a hashed component, so texts sharing words are close by cosine (dense
+   * search finds what it should).
+   */
+  embeddingKind?: 'hash' | 'words';
   /** Larger embedding batches are refused with 400, as real upstreams do. */
   maxEmbeddingBatch?: number;
   /** When set, requests without `Authorization: Bearer <apiKey>` get 401. */
@@ -100,6 +106,21 @@ function replyPieces(settings: MockUpstream['options'], body: Record<string, unk
   return settings.reply(body).match(/\S+\s*|\s+/g) ?? [''];
 }
 
+const hashOf = (text: string): number => {
+  let h = 2166136261;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 16777619);
+  return h >>> 0;
+};
+
+function wordVectorFor(text: string, dimensions: number): Float32Array {
+  const vector = new Float32Array(dimensions);
+  for (const word of text.toLowerCase().match(/[a-z0-9]+/g) ?? []) {
+    const at = hashOf(word) % dimensions;
+    vector[at] = (vector[at] ?? 0) + 1;
+  }
+  return vector;
+}
+
 function vectorFor(text: string, dimensions: number): Float32Array {
   const vector = new Float32Array(dimensions);
   let h = 2166136261;
@@ -116,6 +137,7 @@ export async function startMockUpstream(options: MockUpstreamOptions = {}): Prom
     completionTokens: options.completionTokens ?? 5,
     usage: options.usage ?? true,
     embeddingDimensions: options.embeddingDimensions ?? 8,
+    embeddingKind: options.embeddingKind ?? 'hash',
     record: options.record ?? true,
     modelsStatus: options.modelsStatus ?? 200,
     apiKey: options.apiKey,
@@ -250,7 +272,10 @@ export async function startMockUpstream(options: MockUpstreamOptions = {}): Prom
     }
     const base64 = body.encoding_format === 'base64';
     const data = inputs.map((text, index) => {
-      const vector = vectorFor(text, settings.embeddingDimensions);
+      const vector = (settings.embeddingKind === 'words' ? wordVectorFor : vectorFor)(
+        text,
+        settings.embeddingDimensions,
+      );
       return {
         object: 'embedding',
         index,

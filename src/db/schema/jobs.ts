@@ -22,6 +22,8 @@ export const ingestionJobs = pgTable(
     leaseOwner: text('lease_owner'),
     leaseExpiresAt: timestamp('lease_expires_at', { withTimezone: true, mode: 'date' }),
     lastError: text('last_error'),
+    /** The key that queued this job (upload or replace); null for jobs queued before it was kept. */
+    keyId: text('key_id'),
     /**
      * A replace: the new version's content, which becomes the document's only when its chunks
      * commit (until then the previous version stays searchable). Null for the first version,

@@ -88,7 +88,7 @@ export interface UpstreamModel {
 }
 
 /** What a provider's /embeddings answered: one vector per input, in input order. */
-export interface UpstreamEmbeddings {
+export interface ProviderEmbeddings {
   vectors: number[][];
   promptTokens: number;
 }
@@ -114,7 +114,7 @@ export interface ChatProvider {
   complete(params: ChatCompletionCreateParamsNonStreaming, signal?: AbortSignal): Promise<RawCompletion>;
   /** Resolves once the upstream accepted the request; events (and in-band failures) follow. */
   stream(params: ChatCompletionCreateParamsStreaming, signal?: AbortSignal): Promise<AsyncGenerator<StreamEvent>>;
-  embed(model: string, inputs: string[], signal?: AbortSignal): Promise<UpstreamEmbeddings>;
+  embed(model: string, inputs: string[], signal?: AbortSignal): Promise<ProviderEmbeddings>;
   /** POST {base_url}/rerank in the Jina/Cohere/vLLM shape: `model`, `query`, `documents`, `top_n`. */
   rerank(model: string, query: string, documents: string[], topN: number, signal?: AbortSignal): Promise<RerankResult>;
   listModels(signal?: AbortSignal): Promise<UpstreamModel[]>;

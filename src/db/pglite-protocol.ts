@@ -1,0 +1,26 @@
+/** Messages between the server's thread and the embedded database's thread (pglite.worker.ts). */
+
+type Id = { id: number };
+
+export type Request = Id &
+  (
+    | { op: 'query'; sql: string; params: unknown[]; rowMode: 'array' | 'object'; rawTypes?: number[]; tx?: number }
+    | { op: 'exec'; sql: string; tx?: number }
+    /** Opens a transaction: answered with its id once PGlite has begun it. */
+    | { op: 'begin' }
+    | { op: 'end'; tx: number; commit: boolean }
+    | { op: 'listen'; channel: string }
+    | { op: 'unlisten'; channel: string }
+    | { op: 'close' }
+  );
+
+/** An error crossing threads: its class name, message and PostgreSQL fields (code, detail, …). */
+export interface WireError {
+  name: string;
+  message: string;
+  fields: Record<string, string | number>;
+}
+
+export type Response = Id & ({ ok: true; value: unknown } | { ok: false; error: WireError });
+
+export type Message = Response | { notify: string; payload: string } | { ready: true };

@@ -1,0 +1,159 @@
+/**
+ * The embedded PostgreSQL's own thread. PGlite runs PostgreSQL compiled to WebAssembly
+ * synchronously on whatever thread calls it: on the server's thread, every statement (an HNSW
+ * insert, a BM25 scan) held every request (issue 14: `/healthz` p50 509 ms while a collection
+ * ingested). Here it has a thread of its own and the server talks to it by messages
+ * (`pglite-remote.ts`); PGlite's own mutex still runs one statement or transaction at a time.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { PGlite, type Transaction } from '@electric-sql/pglite';
+import { vector } from '@electric-sql/pglite/vector';
+import { createIdleCollector } from '../threads/idle-gc.ts';
+import type { Request, Response, WireError } from './pglite-protocol.ts';
+
+if (!parentPort) throw new Error('pglite.worker.ts runs as a worker thread');
+const port = parentPort;
+const { dataDir } = workerData as { dataDir: string | undefined };
+
+/**
+ * bytea through Buffer's native hex codec. PGlite's own goes byte by byte through JS arrays and
+ * parseInt: a 50 MB upload held the thread for 20 s and took 2 GB (now about 3 s).
+ */
+const BYTEA = 17;
+const pg = await PGlite.create({
+  ...(dataDir === undefined ? {} : { dataDir }),
+  extensions: { vector },
+  serializers: {
+    [BYTEA]: (value: unknown) => {
+      const bytes = value as Uint8Array;
+      return `\\x${Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex')}`;
+    },
+  },
+  parsers: { [BYTEA]: (text: string) => new Uint8Array(Buffer.from(text.slice(2), 'hex')) },
+});
+
+const identity = (value: unknown) => value;
+
+/** Open transactions by id: the callback of `pg.transaction` waits for the server's decision. */
+const transactions = new Map<number, { tx: Transaction; decide: (commit: boolean) => void; settled: Promise<void> }>();
+let nextTransaction = 1;
+/** Thrown inside a transaction's callback so that PGlite rolls it back. */
+class Rollback extends Error {}
+
+const listeners = new Map<string, () => Promise<void>>();
+
+function wireError(error: unknown): WireError {
+  if (!(error instanceof Error)) return { name: 'Error', message: String(error), fields: {} };
+  const fields: Record<string, string | number> = {};
+  for (const [key, value] of Object.entries(error)) {
+    if (typeof value === 'string' || typeof value === 'number') fields[key] = value;
+  }
+  return { name: error.name, message: error.message, fields };
+}
+
+/** Large byte strings (document originals) move to the server's thread instead of being copied. */
+function transferables(rows: unknown[]): ArrayBuffer[] {
+  const out: ArrayBuffer[] = [];
+  for (const row of rows) {
+    for (const value of Array.isArray(row) ? row : Object.values(row as object)) {
+      if (
+        value instanceof Uint8Array &&
+        value.byteLength >= 65_536 &&
+        value.byteOffset === 0 &&
+        value.buffer instanceof ArrayBuffer &&
+        value.buffer.byteLength === value.byteLength
+      ) {
+        out.push(value.buffer);
+      }
+    }
+  }
+  return out;
+}
+
+const reply = (response: Response, transfer: ArrayBuffer[] = []) => port.postMessage(response, transfer);
+
+async function handle(request: Request): Promise<void> {
+  const { id } = request;
+  switch (request.op) {
+    case 'query': {
+      const target = request.tx === undefined ? pg : transactions.get(request.tx)?.tx;
+      if (!target) throw new Error(`transaction ${request.tx} is not open`);
+      const options = {
+        rowMode: request.rowMode,
+        ...(request.rawTypes ? { parsers: Object.fromEntries(request.rawTypes.map((oid) => [oid, identity])) } : {}),
+      };
+      const result = await target.query(request.sql, request.params, options);
+      reply({ id, ok: true, value: result }, transferables(result.rows));
+      return;
+    }
+    case 'exec': {
+      const target = request.tx === undefined ? pg : transactions.get(request.tx)?.tx;
+      if (!target) throw new Error(`transaction ${request.tx} is not open`);
+      reply({ id, ok: true, value: await target.exec(request.sql) });
+      return;
+    }
+    case 'begin': {
+      const txId = nextTransaction++;
+      let started = false;
+      let decide!: (commit: boolean) => void;
+      const decision = new Promise<boolean>((resolve) => (decide = resolve));
+      const settled = pg.transaction(async (tx) => {
+        started = true;
+        transactions.set(txId, { tx, decide, settled });
+        reply({ id, ok: true, value: txId });
+        if (!(await decision)) throw new Rollback();
+      });
+      // The promise is only awaited by `end`; a failure before the callback ran answers `begin`.
+      settled.catch((error: unknown) => {
+        if (!started) reply({ id, ok: false, error: wireError(error) });
+      });
+      return;
+    }
+    case 'end': {
+      const open = transactions.get(request.tx);
+      if (!open) throw new Error(`transaction ${request.tx} is not open`);
+      open.decide(request.commit);
+      try {
+        await open.settled;
+      } catch (error) {
+        if (!(error instanceof Rollback)) throw error;
+      } finally {
+        transactions.delete(request.tx);
+      }
+      reply({ id, ok: true, value: null });
+      return;
+    }
+    case 'listen': {
+      if (!listeners.has(request.channel)) {
+        const channel = request.channel;
+        listeners.set(channel, await pg.listen(channel, (payload) => port.postMessage({ notify: channel, payload })));
+      }
+      reply({ id, ok: true, value: null });
+      return;
+    }
+    case 'unlisten': {
+      const unsubscribe = listeners.get(request.channel);
+      listeners.delete(request.channel);
+      if (unsubscribe && !pg.closed) await unsubscribe();
+      reply({ id, ok: true, value: null });
+      return;
+    }
+    case 'close': {
+      if (!pg.closed) await pg.close();
+      reply({ id, ok: true, value: null });
+      port.close();
+      return;
+    }
+  }
+}
+
+const collector = createIdleCollector();
+port.on('message', (request: Request) => {
+  collector.busy();
+  handle(request)
+    .catch((error: unknown) => reply({ id: request.id, ok: false, error: wireError(error) }))
+    .finally(() => collector.idle());
+});
+collector.busy(); // opening the database made garbage too
+collector.idle();
+port.postMessage({ ready: true });
