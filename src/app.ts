@@ -139,6 +139,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
 
   const keys = await createKeysModule({ database, limiter, config, logger, clock });
   server.addHook('onClose', () => keys.close());
+  // In-flight requests finish before onClose hooks run, so their usage is in the last flush.
+  server.addHook('onClose', () => processing.close());
   installAuth(server, {
     keys: keys.service,
     limiter,
@@ -230,7 +232,6 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   ])
     await server.register(routes);
 
-  // In-flight requests finish before onClose hooks run, so their usage is in the last flush.
   server.addHook('onClose', async () => {
     await processing.stop();
     await codeExecution.settled();

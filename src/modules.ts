@@ -72,13 +72,13 @@ export async function createProcessing(deps: ProcessingDeps) {
       ingestion.service.start();
       sender = webhooks.startSender();
     },
-    /**
-     * Stops the worker (running jobs finish or go back to the queue) and the sender, then flushes
-     * usage (the worker's upstream embeddings included) and closes the provider pools.
-     */
+    /** Stops the worker (running jobs finish or go back to the queue) and the sender. */
     async stop(): Promise<void> {
       await ingestion.service?.stop();
       await sender?.stop();
+    },
+    /** Flushes usage (the worker's upstream embeddings included) and closes the provider pools. */
+    async close(): Promise<void> {
       await usage.close();
       await gateway.close();
     },

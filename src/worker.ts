@@ -45,6 +45,7 @@ async function main(): Promise<void> {
     }, config.shutdownTimeoutMs);
     deadline.unref();
     await processing.stop();
+    await processing.close();
     await metricsServer?.close();
     await database.close();
     logger.info('worker stopped');
