@@ -114,8 +114,8 @@ const BULK_IDLE_MS = 60_000;
 
 /**
  * A sentence-embedding model run by ONNX Runtime on threads of their own, never the server's:
- * an interactive thread (search queries, /embeddings), loaded at once, and a bulk thread
- * (ingestion: chunk token counts and chunk vectors), started when a document first needs it. A
+ * an interactive thread (search queries, /embeddings, and token counts, which are quick), loaded
+ * at once, and a bulk thread (ingestion's chunk vectors), started when a document first needs it. A
  * query never waits behind a document's chunks; each lane is fed by its own batcher.
  */
 export async function loadLocalModel(options: LocalModelOptions): Promise<EmbeddingModel> {
@@ -176,7 +176,9 @@ export async function loadLocalModel(options: LocalModelOptions): Promise<Embedd
     provider: 'local',
     dimensions: interactive.dimensions,
     maxTokens: card.maxTokens,
-    countTokens: (texts) => onBulk((thread) => thread.count([...texts])),
+    // Counting is quick; on the bulk thread it waited behind whole embedding batches, and the
+    // chunking of the next documents with it, leaving the bulk thread idle between them.
+    countTokens: (texts) => interactive.count([...texts]),
     embed: (texts, embedOptions = {}) => {
       const input = embedOptions.asQuery && card.queryPrefix ? texts.map((t) => card.queryPrefix + t) : [...texts];
       const priority = embedOptions.priority ?? 'interactive';
