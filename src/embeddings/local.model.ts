@@ -109,6 +109,9 @@ async function startModelThread(options: ThreadOptions): Promise<ModelThread> {
   };
 }
 
+/** Scheduling niceness of the bulk lane's threads: below the database's, the event loop's and queries'. */
+const BULK_NICENESS = 10;
+
 /** A bulk thread unused this long is stopped, and its memory returned; the next ingestion starts it again. */
 const BULK_IDLE_MS = 60_000;
 
@@ -128,6 +131,8 @@ export async function loadLocalModel(options: LocalModelOptions): Promise<Embedd
     dtype: options.dtype,
     threads,
     smallSession,
+    // The bulk lane yields the cores to everything else (see local.worker.ts).
+    niceness: smallSession ? 0 : BULK_NICENESS,
     card,
   });
   let interactive: ModelThread;
