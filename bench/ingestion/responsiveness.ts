@@ -2,7 +2,7 @@
  * Responsiveness while a collection ingests (issue 14): a real ragport server (`node
  * src/server.ts`, a process of its own) ingests SciFact abstracts uploaded as fast as it accepts
  * them, while a second client measures `/healthz` and `rag_search` one request after another;
- * the same probes run first on the idle server. Then the chunks the server stored are embedded
+ * the same probes run first on the idle server (a /healthz and a rag_search every 100 ms). Then the chunks the server stored are embedded
  * again by the same model, alone in this process, for the pure embedding time ingestion is held
  * to. Once on the embedded database and, with BENCH_DATABASE_URL, once on that PostgreSQL server
  * (in a database of its own, dropped after), printed side by side.
@@ -167,7 +167,7 @@ function rssMb(pid: number | undefined): number {
 }
 
 /** One probe after another until `until` resolves: /healthz, then a rag_search. */
-async function probe(server: Server, until: Promise<unknown>, pause = 20) {
+async function probe(server: Server, until: Promise<unknown>, pause = 100) {
   let done = false;
   void until.finally(() => (done = true));
   let peakRss = rssMb(server.child.pid);

@@ -109,13 +109,16 @@ async function startModelThread(options: ThreadOptions): Promise<ModelThread> {
   };
 }
 
+/** Scheduling niceness of the bulk lane's threads: below the database's, the event loop's and queries'. */
+const BULK_NICENESS = 10;
+
 /** A bulk thread unused this long is stopped, and its memory returned; the next ingestion starts it again. */
 const BULK_IDLE_MS = 60_000;
 
 /**
  * A sentence-embedding model run by ONNX Runtime on threads of their own, never the server's:
- * an interactive thread (search queries, /embeddings), loaded at once, and a bulk thread
- * (ingestion: chunk token counts and chunk vectors), started when a document first needs it. A
+ * an interactive thread (search queries, /embeddings, and token counts, which are quick), loaded
+ * at once, and a bulk thread (ingestion's chunk vectors), started when a document first needs it. A
  * query never waits behind a document's chunks; each lane is fed by its own batcher.
  */
 export async function loadLocalModel(options: LocalModelOptions): Promise<EmbeddingModel> {
@@ -128,6 +131,8 @@ export async function loadLocalModel(options: LocalModelOptions): Promise<Embedd
     dtype: options.dtype,
     threads,
     smallSession,
+    // The bulk lane yields the cores to everything else (see local.worker.ts).
+    niceness: smallSession ? 0 : BULK_NICENESS,
     card,
   });
   let interactive: ModelThread;
@@ -176,7 +181,9 @@ export async function loadLocalModel(options: LocalModelOptions): Promise<Embedd
     provider: 'local',
     dimensions: interactive.dimensions,
     maxTokens: card.maxTokens,
-    countTokens: (texts) => onBulk((thread) => thread.count([...texts])),
+    // Counting is quick; on the bulk thread it waited behind whole embedding batches, and the
+    // chunking of the next documents with it, leaving the bulk thread idle between them.
+    countTokens: (texts) => interactive.count([...texts]),
     embed: (texts, embedOptions = {}) => {
       const input = embedOptions.asQuery && card.queryPrefix ? texts.map((t) => card.queryPrefix + t) : [...texts];
       const priority = embedOptions.priority ?? 'interactive';

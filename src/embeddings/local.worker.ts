@@ -5,6 +5,8 @@
  * long document held it longer. Here the tokenizer and the sessions live on this thread and
  * answer `local.model.ts` by messages.
  */
+import { readdirSync, readlinkSync } from 'node:fs';
+import { setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import {
   AutoModel,
@@ -31,6 +33,12 @@ export interface ThreadOptions {
   threads: number;
   /** Also a single-threaded session for batches of a few tokens (search queries). */
   smallSession: boolean;
+  /**
+   * Scheduling niceness of this thread and of ONNX Runtime's threads it starts (Linux): the bulk
+   * lane runs at 10, so that the database, the event loop and queries get a core when they need
+   * one and ingestion has the rest.
+   */
+  niceness: number;
   card: ModelCard;
 }
 
@@ -102,6 +110,33 @@ env.allowLocalModels = options.modelsDir !== undefined;
 if (options.modelsDir !== undefined) env.localModelPath = options.modelsDir;
 env.cacheDir = options.cacheDir;
 
+/** Thread ids of this process; on Linux a thread's id is a pid to setpriority. */
+const threadIds = (): string[] => {
+  try {
+    return readdirSync('/proc/self/task');
+  } catch {
+    return [];
+  }
+};
+const existing = new Set(threadIds());
+/** Lowers this thread's priority and that of every thread started since it began (ORT's pool). */
+function lowerPriority(): void {
+  if (options.niceness === 0) return;
+  let own: string | undefined;
+  try {
+    own = readlinkSync('/proc/thread-self').split('/').at(-1);
+  } catch {
+    return; // not Linux
+  }
+  for (const tid of new Set([...(own ? [own] : []), ...threadIds().filter((t) => !existing.has(t))])) {
+    try {
+      setPriority(Number(tid), options.niceness);
+    } catch {
+      // gone meanwhile, or not permitted
+    }
+  }
+}
+
 const session = (intraOpNumThreads: number) =>
   AutoModel.from_pretrained(options.id, {
     dtype: options.dtype,
@@ -118,6 +153,7 @@ try {
   // A search query is a handful of tokens: splitting it across threads costs more in hand-offs
   // than it saves (and competes with the database for the cores).
   small = options.smallSession && options.threads > 1 ? await session(1) : model;
+  lowerPriority();
 } catch (error) {
   port.postMessage({ failed: (error as Error).message } satisfies ThreadMessage);
   port.close();
@@ -135,8 +171,13 @@ const runPadded = async (texts: string[]) => {
   const tokenCounts = texts.map(
     (_, b) => maskData.subarray(b * seq, (b + 1) * seq).reduce((n, x) => n + Number(x), 0) - 2,
   );
+  if (!ranOnce) {
+    ranOnce = true;
+    lowerPriority(); // in case the runtime started its threads with the first run
+  }
   return { vectors: pool(output.last_hidden_state, mask, card.pooling), tokenCounts };
 };
+let ranOnce = false;
 
 const runAlone = async (texts: string[]) => {
   const vectors: Float32Array[] = [];
