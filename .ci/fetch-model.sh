@@ -26,7 +26,8 @@
 #   RAGPORT_MODELS_CACHE  models root (default ~/.cache/ragport-ci/models)
 #   RAGPORT_MODEL_VENV    venv used for the one-time export (default ~/.cache/ragport-ci/modelvenv)
 #   RAGPORT_PYTHON        python 3.11 used to create that venv (default python3)
-#   RAGPORT_TORCH_WHEEL   torch 2.13.0+cpu wheel file (default: /opt/wheels/torch-2.13.0+cpu-cp311-*.whl)
+#   RAGPORT_TORCH_WHEEL   torch 2.13.0+cpu wheel file (default: torch-2.13.0+cpu-cp311-*.whl in a
+#                         folder pip's find-links names, if there is one)
 #   RAGPORT_TORCH_INDEX_URL  else: a package index serving PyTorch's CPU wheels (pip --index-url)
 #   RAGPORT_TORCH_FROM_PIP=1 else: plain `pip install torch==2.13.0` (pip config must give a CPU build)
 #   With none of these the script stops before downloading anything: a plain pip install of torch
@@ -56,6 +57,8 @@ REQUIRED=(config.json tokenizer.json tokenizer_config.json special_tokens_map.js
           ragport-model.json onnx/model.onnx onnx/model_quantized.onnx)
 
 say() { echo "fetch-model: $*" >&2; }
+# shellcheck source=torch-cpu.sh
+source "$(dirname "${BASH_SOURCE[0]}")/torch-cpu.sh"
 
 is_complete() {
   [[ -f "$OUT/.complete" ]] && [[ "$(cat "$OUT/.complete")" == "$RECIPE" ]] || return 1
@@ -93,10 +96,10 @@ setup_venv() {
   mkdir -p "$(dirname "$VENV")"
   "$PYTHON" -m venv "$VENV" >&2
   local pip=("$VENV/bin/python" -m pip --disable-pip-version-check --no-input -q)
-  # Prefer the CPU wheel lying on this machine by path, so no pip config is needed.
-  local torch_src="${RAGPORT_TORCH_WHEEL:-}" w
+  # Prefer a CPU wheel lying on this machine, installed by path so pip cannot pick a CUDA build.
+  local torch_src="${RAGPORT_TORCH_WHEEL:-}"
   if [[ -z "$torch_src" ]]; then
-    for w in /opt/wheels/torch-2.13.0+cpu-cp311-*.whl; do [[ -f "$w" ]] && torch_src="$w" && break; done
+    torch_src=$(cpu_torch_wheel "$PYTHON" 'torch-2.13.0+cpu-cp311-*.whl')
   fi
   if [[ -n "$torch_src" ]]; then
     say "installing $torch_src (CPU)"

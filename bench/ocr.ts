@@ -5,14 +5,12 @@
  * 300 dpi, Tesseract as a child process, one thread). Reports pages per second (wall clock, so on a
  * shared machine it is a floor) and the share of the text layer's words that OCR found.
  */
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { probeOcr } from '../src/ingestion/ocr.ts';
 import { parseDocument } from '../src/ingestion/parsers/index.ts';
 import { scanPdf } from '../test/support/scanned-pdf.ts';
 import { saveResults } from './support.ts';
+import { sharedDocument } from '../test/support/fixtures.ts';
 
-const dir = fileURLToPath(new URL('../../shared/data/documents/', import.meta.url));
 const files = [
   'crazyones.pdf',
   'multi-column-2p.pdf',
@@ -33,7 +31,7 @@ const rows = [];
 let totalPages = 0;
 let totalSeconds = 0;
 for (const name of files) {
-  const original = new Uint8Array(readFileSync(dir + name));
+  const original = sharedDocument(name);
   const scanned = await scanPdf(original, { maxPages: pagesPerFile });
   // The reference: the text layer of the same pages.
   const reference = await parseDocument(original, 'pdf', { maxPages: pagesPerFile });

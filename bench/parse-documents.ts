@@ -8,8 +8,9 @@ import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { detectFormat, parseDocument } from '../src/ingestion/parsers/index.ts';
+import { sharedData } from '../test/support/fixtures.ts';
 
-const defaultDir = fileURLToPath(new URL('../../shared/data/documents/', import.meta.url));
+const defaultDir = sharedData('documents/');
 
 async function measure(path: string): Promise<void> {
   const bytes = new Uint8Array(readFileSync(path));

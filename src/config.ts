@@ -17,15 +17,6 @@ const DEFAULT_FUSION_WEIGHTS = {
  * Every environment variable ragport reads, with its default. The README's configuration
  * table is checked against the keys of this object by a test, so the two cannot drift.
  */
-export interface WebhookConfig {
-  /** Seals endpoint signing secrets at rest; without it no endpoint can be registered. */
-  signingKey: string | undefined;
-  allowPrivateTargets: boolean;
-  timeoutMs: number;
-  maxAttempts: number;
-  retryBaseMs: number;
-}
-
 export const envSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   HOST: z.string().min(1).default('0.0.0.0'),
@@ -115,110 +106,153 @@ export const envSchema = z.object({
 
 export type Env = z.infer<typeof envSchema>;
 
-export interface Config {
-  port: number;
-  host: string;
-  dataDir: string;
-  databaseUrl: string | undefined;
-  databasePoolSize: number;
-  redisUrl: string | undefined;
-  adminKey: string | undefined;
-  logLevel: Env['LOG_LEVEL'];
-  trustProxy: boolean;
-  bodyLimitBytes: number;
-  unauthenticatedPerMinute: number;
-  /**
-   * Longest an API key is served from memory without a database read. Changes made through
-   * ragport apply at once regardless; this bounds only edits made to the table by hand.
-   */
-  authCacheTtlMs: number;
-  redisFailureMode: Env['RATE_LIMIT_REDIS_FAILURE'];
-  shutdownTimeoutMs: number;
-  /** Prometheus scrape: off without a token; on its own port (with /healthz) when `port` is set. */
-  metrics: { token: string | undefined; port: number | undefined };
-  modelsDir: string | undefined;
-  embeddingModel: string;
-  embeddingDtype: Env['EMBEDDING_DTYPE'];
-  embeddingThreads: number | undefined;
-  uploadLimitBytes: number;
-  chunking: { maxTokens: number; overlapTokens: number };
-  ingestionConcurrency: number;
-  ingestionLeaseMs: number;
-  webhooks: WebhookConfig;
-  /** Chunks embedded between two progress reports (and cancellation checks) of a job. */
-  ingestionEmbedBatch: number;
-  parsing: ParsingConfig;
-  hnsw: { m: number; efConstruction: number };
-  retrieval: {
-    /** `score`: weighted sum of each leg's score over its best; `rrf`: reciprocal-rank fusion. */
-    fusion: 'score' | 'rrf';
-    rrfK: number;
-    weights: { dense: number; keyword: number };
-    bm25: { k1: number; b: number; termPostings: number };
-    exactBelow: number;
-    efSearch: number;
-  };
-  /** Providers, aliases and reliability settings from RAGPORT_CONFIG and OPENAI_*. */
-  gateway: ResolvedGatewayConfig;
-  usageFlushIntervalMs: number;
-  usageFlushMaxRows: number;
-  webSearch: WebSearchConfig;
-  codeExecution: CodeExecutionConfig;
-  chatbots: ChatbotsConfig;
-}
+/** Makes each of `fields` optional in the inferred type: a setting that may be absent. */
+const mayBeAbsent = <T extends object>(fields: T): Partial<T> => fields;
 
-export interface ChatbotsConfig {
-  /** Context window of models that `context_windows` in RAGPORT_CONFIG does not list. */
-  defaultContextWindow: number;
-}
+/**
+ * The environment read into the settings the code uses, grouped by the module that uses them.
+ * This mapping is the only description of `Config`: its type is inferred from it. `env` is the
+ * whole environment, for the API keys the RAGPORT_CONFIG file names by variable.
+ */
+const configSchema = (env: NodeJS.ProcessEnv) =>
+  envSchema.transform((e, ctx) => {
+    const chosen = e.WEB_SEARCH_PROVIDER;
+    const configured = { brave: e.BRAVE_SEARCH_API_KEY, searxng: e.SEARXNG_URL, tavily: e.TAVILY_API_KEY };
+    if (chosen && !configured[chosen]) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['WEB_SEARCH_PROVIDER'],
+        message: `${chosen} is selected but not configured`,
+      });
+      return z.NEVER;
+    }
+    let gateway: ResolvedGatewayConfig;
+    try {
+      gateway = loadGatewayConfig({
+        configPath: e.RAGPORT_CONFIG,
+        openaiApiKey: e.OPENAI_API_KEY,
+        openaiBaseUrl: e.OPENAI_BASE_URL,
+        env,
+      });
+    } catch (error) {
+      if (!(error instanceof GatewayConfigError)) throw error;
+      ctx.addIssue({ code: 'custom', path: [], message: error.message });
+      return z.NEVER;
+    }
+    return {
+      port: e.PORT,
+      host: e.HOST,
+      dataDir: e.DATA_DIR,
+      databaseUrl: e.DATABASE_URL,
+      databasePoolSize: e.DATABASE_POOL_SIZE,
+      redisUrl: e.REDIS_URL,
+      adminKey: e.RAGPORT_ADMIN_KEY,
+      logLevel: e.LOG_LEVEL,
+      trustProxy: e.TRUST_PROXY,
+      bodyLimitBytes: e.BODY_LIMIT_BYTES,
+      unauthenticatedPerMinute: e.RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE,
+      /**
+       * Longest an API key is served from memory without a database read. Changes made through
+       * ragport apply at once regardless; this bounds only edits made to the table by hand.
+       */
+      authCacheTtlMs: e.AUTH_CACHE_TTL_MS,
+      redisFailureMode: e.RATE_LIMIT_REDIS_FAILURE,
+      shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+      /** Prometheus scrape: off without a token; on its own port (with /healthz) when `port` is set. */
+      metrics: { token: e.METRICS_TOKEN, port: e.METRICS_PORT },
+      modelsDir: e.MODELS_DIR,
+      embeddingModel: e.EMBEDDING_MODEL,
+      embeddingDtype: e.EMBEDDING_DTYPE,
+      embeddingThreads: e.EMBEDDING_THREADS,
+      uploadLimitBytes: e.UPLOAD_LIMIT_BYTES,
+      chunking: { maxTokens: e.CHUNK_TOKENS, overlapTokens: e.CHUNK_OVERLAP_TOKENS },
+      ingestionConcurrency: e.INGESTION_CONCURRENCY,
+      ingestionLeaseMs: e.INGESTION_LEASE_MS,
+      webhooks: {
+        /** Seals endpoint signing secrets at rest; without it no endpoint can be registered. */
+        signingKey: e.WEBHOOK_SIGNING_KEY,
+        allowPrivateTargets: e.WEBHOOK_ALLOW_PRIVATE_TARGETS,
+        timeoutMs: e.WEBHOOK_TIMEOUT_MS,
+        maxAttempts: e.WEBHOOK_MAX_ATTEMPTS,
+        retryBaseMs: e.WEBHOOK_RETRY_BASE_MS,
+      },
+      /** Chunks embedded between two progress reports (and cancellation checks) of a job. */
+      ingestionEmbedBatch: e.INGESTION_EMBED_BATCH,
+      /** Documents are parsed in child processes, each bounded in time and memory. */
+      parsing: {
+        /** Parser processes at most (never more than the worker's concurrency). */
+        concurrency: e.PARSE_CONCURRENCY,
+        timeoutMs: e.PARSE_TIMEOUT_MS,
+        memoryMb: e.PARSE_MEMORY_MB,
+        ...mayBeAbsent({
+          /**
+           * Tesseract for PDF pages without a text layer, on when the binary is installed; absent:
+           * no OCR. Languages are traineddata names joined by `+`; `maxPages` 0 turns OCR off;
+           * `timeoutMs` is for all of a document's OCR and raises the parse's own limit when OCR runs.
+           */
+          ocr: { languages: e.OCR_LANGUAGES, maxPages: e.OCR_MAX_PAGES, timeoutMs: e.OCR_TIMEOUT_MS },
+        }),
+      },
+      hnsw: { m: e.HNSW_M, efConstruction: e.HNSW_EF_CONSTRUCTION },
+      retrieval: {
+        /** `score`: weighted sum of each leg's score over its best; `rrf`: reciprocal-rank fusion. */
+        fusion: e.RETRIEVAL_FUSION,
+        rrfK: e.RETRIEVAL_RRF_K,
+        // Defaults measured on SciFact (bench/retrieval/scifact.ts), per fusion method.
+        weights: {
+          dense: e.RETRIEVAL_DENSE_WEIGHT ?? DEFAULT_FUSION_WEIGHTS[e.RETRIEVAL_FUSION].dense,
+          keyword: e.RETRIEVAL_KEYWORD_WEIGHT ?? DEFAULT_FUSION_WEIGHTS[e.RETRIEVAL_FUSION].keyword,
+        },
+        bm25: { k1: e.BM25_K1, b: e.BM25_B, termPostings: e.BM25_TERM_POSTINGS },
+        exactBelow: e.RETRIEVAL_EXACT_BELOW,
+        efSearch: e.HNSW_EF_SEARCH,
+      },
+      /** Providers, aliases and reliability settings from RAGPORT_CONFIG and OPENAI_*. */
+      gateway,
+      usageFlushIntervalMs: e.USAGE_FLUSH_INTERVAL_MS,
+      usageFlushMaxRows: e.USAGE_FLUSH_MAX_ROWS,
+      webSearch: {
+        /** Which configured provider answers; unset: the first configured of brave, tavily, searxng. */
+        provider: e.WEB_SEARCH_PROVIDER,
+        brave: e.BRAVE_SEARCH_API_KEY
+          ? { apiKey: e.BRAVE_SEARCH_API_KEY, baseUrl: e.BRAVE_SEARCH_BASE_URL }
+          : undefined,
+        searxng: e.SEARXNG_URL ? { baseUrl: e.SEARXNG_URL } : undefined,
+        tavily: e.TAVILY_API_KEY ? { apiKey: e.TAVILY_API_KEY, baseUrl: e.TAVILY_BASE_URL } : undefined,
+        timeoutMs: e.WEB_SEARCH_TIMEOUT_MS,
+        cacheTtlMs: e.WEB_SEARCH_CACHE_TTL_SECONDS * 1000,
+      },
+      codeExecution: {
+        /** Python runs at once (each in a slot with its own uid). */
+        concurrency: e.CODE_EXECUTION_CONCURRENCY,
+        /** JavaScript runs at once: a capacity of its own, so Python never starves it. */
+        jsConcurrency: e.CODE_EXECUTION_JS_CONCURRENCY,
+        /** Calls waiting, per language. */
+        queueSize: e.CODE_EXECUTION_QUEUE_SIZE,
+        /** One key's share: runs at once and calls waiting, per language. */
+        perKeyRunning: e.CODE_EXECUTION_PER_KEY_RUNNING,
+        perKeyQueue: e.CODE_EXECUTION_PER_KEY_QUEUE,
+        memoryMb: e.CODE_EXECUTION_MEMORY_MB,
+        outputLimitBytes: e.CODE_EXECUTION_OUTPUT_LIMIT_BYTES,
+        /** The interpreter inside the sandbox, which sees only /usr of the host. */
+        python: e.CODE_EXECUTION_PYTHON,
+        /** Sandboxed jobs run as uids uidBase … uidBase + concurrency (one per slot, plus the probe). */
+        uidBase: e.CODE_EXECUTION_SANDBOX_UID_BASE,
+      },
+      chatbots: {
+        /** Context window of models that `context_windows` in RAGPORT_CONFIG does not list. */
+        defaultContextWindow: e.CHATBOT_CONTEXT_WINDOW,
+      },
+    };
+  });
 
-/** Documents are parsed in child processes, each bounded in time and memory. */
-export interface ParsingConfig {
-  /** Parser processes at most (never more than the worker's concurrency). */
-  concurrency: number;
-  timeoutMs: number;
-  memoryMb: number;
-  /** Absent: no OCR. */
-  ocr?: OcrConfig;
-}
-
-/** Tesseract for PDF pages without a text layer; on when the binary is installed. */
-export interface OcrConfig {
-  /** Traineddata names joined by `+`; each must be installed. */
-  languages: string;
-  /** Pages recognised per document at most (0 turns OCR off). */
-  maxPages: number;
-  /** Time for all of a document's OCR; the parse's own limit is raised by it when OCR runs. */
-  timeoutMs: number;
-}
-
-export interface WebSearchConfig {
-  /** Which configured provider answers; unset: the first configured of brave, tavily, searxng. */
-  provider: Env['WEB_SEARCH_PROVIDER'];
-  brave: { apiKey: string; baseUrl: string } | undefined;
-  searxng: { baseUrl: string } | undefined;
-  tavily: { apiKey: string; baseUrl: string } | undefined;
-  timeoutMs: number;
-  cacheTtlMs: number;
-}
-
-export interface CodeExecutionConfig {
-  /** Python runs at once (each in a slot with its own uid). */
-  concurrency: number;
-  /** JavaScript runs at once: a capacity of its own, so Python never starves it. */
-  jsConcurrency: number;
-  /** Calls waiting, per language. */
-  queueSize: number;
-  /** One key's share: runs at once and calls waiting, per language. */
-  perKeyRunning: number;
-  perKeyQueue: number;
-  memoryMb: number;
-  outputLimitBytes: number;
-  /** The interpreter inside the sandbox, which sees only /usr of the host. */
-  python: string;
-  /** Sandboxed jobs run as uids uidBase … uidBase + concurrency (one per slot, plus the probe). */
-  uidBase: number;
-}
+export type Config = z.output<ReturnType<typeof configSchema>>;
+export type WebhookConfig = Config['webhooks'];
+export type ParsingConfig = Config['parsing'];
+export type OcrConfig = NonNullable<ParsingConfig['ocr']>;
+export type WebSearchConfig = Config['webSearch'];
+export type CodeExecutionConfig = Config['codeExecution'];
+export type ChatbotsConfig = Config['chatbots'];
 
 export class ConfigError extends Error {}
 
@@ -229,102 +263,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       .filter((name) => env[name] !== undefined && env[name] !== '')
       .map((name) => [name, env[name]]),
   );
-  const parsed = envSchema.safeParse(relevant);
+  const parsed = configSchema(env).safeParse(relevant);
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    const problems = parsed.error.issues.map((i) => `  ${i.path.length ? `${i.path.join('.')}: ` : ''}${i.message}`);
     throw new ConfigError(`Invalid configuration:\n${problems.join('\n')}`);
   }
-  const e = parsed.data;
-  const chosen = e.WEB_SEARCH_PROVIDER;
-  const configured = { brave: e.BRAVE_SEARCH_API_KEY, searxng: e.SEARXNG_URL, tavily: e.TAVILY_API_KEY };
-  if (chosen && !configured[chosen]) {
-    throw new ConfigError(`Invalid configuration:\n  WEB_SEARCH_PROVIDER: ${chosen} is selected but not configured`);
-  }
-  let gateway: ResolvedGatewayConfig;
-  try {
-    gateway = loadGatewayConfig({
-      configPath: e.RAGPORT_CONFIG,
-      openaiApiKey: e.OPENAI_API_KEY,
-      openaiBaseUrl: e.OPENAI_BASE_URL,
-      env,
-    });
-  } catch (error) {
-    if (error instanceof GatewayConfigError) throw new ConfigError(`Invalid configuration:\n  ${error.message}`);
-    throw error;
-  }
-  return {
-    port: e.PORT,
-    host: e.HOST,
-    dataDir: e.DATA_DIR,
-    databaseUrl: e.DATABASE_URL,
-    databasePoolSize: e.DATABASE_POOL_SIZE,
-    redisUrl: e.REDIS_URL,
-    adminKey: e.RAGPORT_ADMIN_KEY,
-    logLevel: e.LOG_LEVEL,
-    trustProxy: e.TRUST_PROXY,
-    bodyLimitBytes: e.BODY_LIMIT_BYTES,
-    unauthenticatedPerMinute: e.RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE,
-    authCacheTtlMs: e.AUTH_CACHE_TTL_MS,
-    redisFailureMode: e.RATE_LIMIT_REDIS_FAILURE,
-    shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
-    metrics: { token: e.METRICS_TOKEN, port: e.METRICS_PORT },
-    modelsDir: e.MODELS_DIR,
-    embeddingModel: e.EMBEDDING_MODEL,
-    embeddingDtype: e.EMBEDDING_DTYPE,
-    embeddingThreads: e.EMBEDDING_THREADS,
-    uploadLimitBytes: e.UPLOAD_LIMIT_BYTES,
-    chunking: { maxTokens: e.CHUNK_TOKENS, overlapTokens: e.CHUNK_OVERLAP_TOKENS },
-    ingestionConcurrency: e.INGESTION_CONCURRENCY,
-    ingestionLeaseMs: e.INGESTION_LEASE_MS,
-    webhooks: {
-      signingKey: e.WEBHOOK_SIGNING_KEY,
-      allowPrivateTargets: e.WEBHOOK_ALLOW_PRIVATE_TARGETS,
-      timeoutMs: e.WEBHOOK_TIMEOUT_MS,
-      maxAttempts: e.WEBHOOK_MAX_ATTEMPTS,
-      retryBaseMs: e.WEBHOOK_RETRY_BASE_MS,
-    },
-    ingestionEmbedBatch: e.INGESTION_EMBED_BATCH,
-    parsing: {
-      concurrency: e.PARSE_CONCURRENCY,
-      timeoutMs: e.PARSE_TIMEOUT_MS,
-      memoryMb: e.PARSE_MEMORY_MB,
-      ocr: { languages: e.OCR_LANGUAGES, maxPages: e.OCR_MAX_PAGES, timeoutMs: e.OCR_TIMEOUT_MS },
-    },
-    hnsw: { m: e.HNSW_M, efConstruction: e.HNSW_EF_CONSTRUCTION },
-    retrieval: {
-      fusion: e.RETRIEVAL_FUSION,
-      rrfK: e.RETRIEVAL_RRF_K,
-      // Defaults measured on SciFact (bench/retrieval/scifact.ts), per fusion method.
-      weights: {
-        dense: e.RETRIEVAL_DENSE_WEIGHT ?? DEFAULT_FUSION_WEIGHTS[e.RETRIEVAL_FUSION].dense,
-        keyword: e.RETRIEVAL_KEYWORD_WEIGHT ?? DEFAULT_FUSION_WEIGHTS[e.RETRIEVAL_FUSION].keyword,
-      },
-      bm25: { k1: e.BM25_K1, b: e.BM25_B, termPostings: e.BM25_TERM_POSTINGS },
-      exactBelow: e.RETRIEVAL_EXACT_BELOW,
-      efSearch: e.HNSW_EF_SEARCH,
-    },
-    webSearch: {
-      provider: e.WEB_SEARCH_PROVIDER,
-      brave: e.BRAVE_SEARCH_API_KEY ? { apiKey: e.BRAVE_SEARCH_API_KEY, baseUrl: e.BRAVE_SEARCH_BASE_URL } : undefined,
-      searxng: e.SEARXNG_URL ? { baseUrl: e.SEARXNG_URL } : undefined,
-      tavily: e.TAVILY_API_KEY ? { apiKey: e.TAVILY_API_KEY, baseUrl: e.TAVILY_BASE_URL } : undefined,
-      timeoutMs: e.WEB_SEARCH_TIMEOUT_MS,
-      cacheTtlMs: e.WEB_SEARCH_CACHE_TTL_SECONDS * 1000,
-    },
-    codeExecution: {
-      concurrency: e.CODE_EXECUTION_CONCURRENCY,
-      jsConcurrency: e.CODE_EXECUTION_JS_CONCURRENCY,
-      queueSize: e.CODE_EXECUTION_QUEUE_SIZE,
-      perKeyRunning: e.CODE_EXECUTION_PER_KEY_RUNNING,
-      perKeyQueue: e.CODE_EXECUTION_PER_KEY_QUEUE,
-      memoryMb: e.CODE_EXECUTION_MEMORY_MB,
-      outputLimitBytes: e.CODE_EXECUTION_OUTPUT_LIMIT_BYTES,
-      python: e.CODE_EXECUTION_PYTHON,
-      uidBase: e.CODE_EXECUTION_SANDBOX_UID_BASE,
-    },
-    gateway,
-    usageFlushIntervalMs: e.USAGE_FLUSH_INTERVAL_MS,
-    usageFlushMaxRows: e.USAGE_FLUSH_MAX_ROWS,
-    chatbots: { defaultContextWindow: e.CHATBOT_CONTEXT_WINDOW },
-  };
+  return parsed.data;
 }

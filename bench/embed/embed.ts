@@ -9,17 +9,14 @@
  *                                                   or RAGPORT_BENCH_PYTHON)
  */
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { loadConfig } from '../../src/config.ts';
 import { loadLocalModel } from '../../src/embeddings/local.model.ts';
 import { embeddingVariants } from './variants.ts';
 import { saveResults } from '../support.ts';
+import { sharedJsonLines } from '../../test/support/fixtures.ts';
 
-const corpus = readFileSync(new URL('../../../shared/data/scifact/corpus.jsonl', import.meta.url), 'utf8')
-  .split('\n')
-  .filter(Boolean)
-  .slice(0, 400)
-  .map((l) => JSON.parse(l) as { title: string; text: string });
+const corpus = sharedJsonLines<{ title: string; text: string }>('scifact/corpus.jsonl').slice(0, 400);
 const short = corpus.slice(0, 128).map((d) => d.title);
 const long = corpus.slice(0, 128).map((d) => `${d.title}. ${d.text}`);
 const batches = [1, 8, 16, 32, 64];
@@ -35,7 +32,7 @@ for (const variant of variants) {
   const model = await loadLocalModel({
     id: config.embeddingModel,
     modelsDir: config.modelsDir,
-    cacheDir: '/tmp/ragport-models',
+    cacheDir: path.join(config.dataDir, 'models'),
     dtype: variant.dtype,
     batching: variant.batching,
     maxBatch: 64,

@@ -5,19 +5,17 @@
  *
  *   MODELS_DIR=… node bench/embed/interleaved.ts      (ROUNDS=6, ROUND_SECONDS=2, BATCH=16)
  */
-import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { loadConfig } from '../../src/config.ts';
 import { loadLocalModel } from '../../src/embeddings/local.model.ts';
 import { embeddingVariants } from './variants.ts';
+import { sharedJsonLines } from '../../test/support/fixtures.ts';
 
 const rounds = Number(process.env.ROUNDS ?? 6);
 const seconds = Number(process.env.ROUND_SECONDS ?? 2);
 const batch = Number(process.env.BATCH ?? 16);
-const texts = readFileSync(new URL('../../../shared/data/scifact/corpus.jsonl', import.meta.url), 'utf8')
-  .split('\n')
-  .filter(Boolean)
+const texts = sharedJsonLines<{ title: string; text: string }>('scifact/corpus.jsonl')
   .slice(0, 64)
-  .map((l) => JSON.parse(l) as { title: string; text: string })
   .map((d) => `${d.title}. ${d.text}`);
 
 const config = loadConfig(process.env);
@@ -27,7 +25,7 @@ const models = await Promise.all(
     loadLocalModel({
       id: config.embeddingModel,
       modelsDir: config.modelsDir,
-      cacheDir: '/tmp/ragport-models',
+      cacheDir: path.join(config.dataDir, 'models'),
       dtype: v.dtype,
       batching: v.batching,
       maxBatch: batch,

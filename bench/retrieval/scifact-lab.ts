@@ -18,14 +18,12 @@ import { loadLocalModel } from '../../src/embeddings/local.model.ts';
 import { chunkText } from '../../src/ingestion/chunker.ts';
 import { documentTitle, withTitle } from '../../src/ingestion/title.ts';
 import { analyze } from '../../src/retrieval/analyzer.ts';
+import { sharedLines } from '../../test/support/fixtures.ts';
 
 const split = process.env.SPLIT ?? 'test';
 const headers = process.env.HEADERS !== '0';
 const DEPTH = 100;
-const lines = (name: string) =>
-  readFileSync(new URL(`../../../shared/data/scifact/${name}`, import.meta.url), 'utf8')
-    .split(/\r?\n/)
-    .filter((l) => l.trim() !== '');
+const lines = (name: string) => sharedLines(`scifact/${name}`);
 const corpus = lines('corpus.jsonl').map((l) => JSON.parse(l) as { _id: string; title: string; text: string });
 const qrels = new Map<string, Map<string, number>>();
 for (const line of lines(`qrels/${split}.tsv`).slice(1)) {

@@ -8,16 +8,12 @@
  *   MODELS_DIR=… DATABASE_URL=postgres://… node bench/retrieval/scifact.ts
  * Env: SCIFACT_DOCS (limit the corpus), INGESTION_CONCURRENCY, CHUNK_TOKENS, … as for the server.
  */
-import { readFileSync } from 'node:fs';
 import { sql } from 'drizzle-orm';
 import { queryRows } from '../../src/db/client.ts';
 import { api, percentile, pool, saveResults, startBenchServer } from '../support.ts';
+import { sharedLines } from '../../test/support/fixtures.ts';
 
-const dataDir = new URL('../../../shared/data/scifact/', import.meta.url);
-const lines = (name: string) =>
-  readFileSync(new URL(name, dataDir), 'utf8')
-    .split(/\r?\n/)
-    .filter((l) => l.trim() !== '');
+const lines = (name: string) => sharedLines(`scifact/${name}`);
 
 const limit = Number(process.env.SCIFACT_DOCS ?? Infinity);
 const corpus = lines('corpus.jsonl')

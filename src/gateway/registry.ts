@@ -1,4 +1,6 @@
 import type { Logger } from 'pino';
+import type { z } from 'zod';
+import type { modelEntry } from './gateway.schemas.ts';
 import type { ResolvedGatewayConfig, ResolvedProvider } from './providers/config.ts';
 import type { ChatProvider } from './providers/provider.ts';
 import { CircuitBreaker, type Candidate } from './reliability.ts';
@@ -6,12 +8,8 @@ import type { Clock } from '../clock.ts';
 
 export type ModelKind = 'chat' | 'embedding' | 'rerank';
 
-export interface ModelEntry {
-  id: string;
-  object: 'model';
-  created: number;
-  owned_by: string;
-}
+/** One model as `GET /models` lists it. */
+export type ModelEntry = z.infer<typeof modelEntry>;
 
 /**
  * Discovered models are sorted by name: embedding models have `embed` in it, rerank models

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { DataDirLockedError, LOCK_FILE, lockDataDir } from '../../src/db/data-dir-lock.ts';
 import { randomBase62 } from '../../src/db/ids.ts';
 import { scratchDirs } from '../support/scratch.ts';
+import { call } from '../support/http.ts';
 import { startServerProcess, spawnRagport } from '../support/processes.ts';
 
 const run = promisify(execFile);
@@ -77,10 +78,10 @@ describe('a second process on the same DATA_DIR', { timeout: 240_000 }, () => {
       expect(second.output()).toContain(`is in use by process ${server.child.pid}`);
 
       // The running server still owns its data, and the key made through it stays.
-      const response = await fetch(`${server.url}/api/v1/keys`, {
+      const response = await call(server.url, '/api/v1/keys', {
         method: 'POST',
-        headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ name: 'kept', scopes: ['read'] }),
+        key: adminKey,
+        json: { name: 'kept', scopes: ['read'] },
       });
       expect(response.status).toBe(201);
       expect((await server.stop('SIGTERM')).code).toBe(0);

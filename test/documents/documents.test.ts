@@ -1,11 +1,10 @@
-import { readFile } from 'node:fs/promises';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows } from '../../src/db/client.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 import { createCollection, uploadFile, waitForDocument } from '../support/documents.ts';
+import { sharedDocument } from '../support/fixtures.ts';
 
-const shared = new URL('../../../shared/data/documents/', import.meta.url);
 const flat = (text: string) => text.replace(/\s+/g, ' ');
 
 let t: TestApp;
@@ -42,7 +41,7 @@ describe('uploading the shared documents', () => {
   ];
 
   it.each(cases)('%s is processed and its text is searchable in its chunks', async (name, phrase) => {
-    const bytes = await readFile(new URL(name, shared));
+    const bytes = sharedDocument(name);
     const response = await uploadFile(t, 'docs', name, bytes, { metadata: { source: 'shared' } });
     expect(response.status).toBe(202);
     const created = (await response.json()) as Record<string, unknown>;

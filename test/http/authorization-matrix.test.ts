@@ -9,6 +9,7 @@ import { scopes, type Scope } from '../../src/keys/principal.ts';
 import { mockGateway } from '../chatbots/chatbots.support.ts';
 import { startTestApp } from '../support/app.ts';
 import { fakeClock } from '../support/clock.ts';
+import { authError } from '../support/http.ts';
 import { startMockUpstream } from '../support/mock-upstream.ts';
 
 const clock = fakeClock();
@@ -293,7 +294,6 @@ const fixtures: Record<string, Fixture> = {
 };
 
 const routes = t.app.routes.map((r) => ({ ...r, id: `${r.method} ${r.url}` }));
-const authError = (message: string) => ({ error: { message, type: 'authentication_error', code: 'invalid_api_key' } });
 const bodyless = (method: string) => method === 'GET' || method === 'DELETE';
 
 async function send(route: { method: string }, fixture: Fixture, key: string | null) {

@@ -1,14 +1,12 @@
 import { spawn } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createParsePool, ParserCrashed, type ParsePool } from '../../src/ingestion/parse-pool.ts';
 import { parseDocument, ParseError } from '../../src/ingestion/parsers/index.ts';
 import { createLogger } from '../../src/logging.ts';
 import { alive, childPids, parserPids } from '../support/processes.ts';
 import { enc, pdfSlowPages, pdfStreamBomb } from '../support/files.ts';
+import { sharedDocument } from '../support/fixtures.ts';
 import { until } from '../support/poll.ts';
-
-const shared = new URL('../../../shared/data/documents/', import.meta.url);
 
 const waitFor = (condition: () => boolean, what: string, timeoutMs = 10_000) => until(what, condition, { timeoutMs });
 
@@ -31,7 +29,7 @@ afterEach(async () => {
 
 describe('parse pool', () => {
   it('parses in a child process exactly as in process, and reuses the process', async () => {
-    const bytes = new Uint8Array(await readFile(new URL('multi-column-2p.pdf', shared)));
+    const bytes = sharedDocument('multi-column-2p.pdf');
     const parsers = open();
     const inProcess = await parseDocument(bytes, 'pdf');
     expect(await parsers.parse(bytes, 'pdf', {})).toEqual(inProcess);

@@ -1,16 +1,11 @@
-import { readFile } from 'node:fs/promises';
 import { strToU8, zipSync } from 'fflate';
 import { describe, expect, it } from 'vitest';
 import { classifyUpload, detectFormat, parseDocument, ParseError } from '../../src/ingestion/parsers/index.ts';
 import type { DocumentFormat } from '../../src/ingestion/parsers/index.ts';
 import { documentXml, enc, makeDocx, makePdf } from '../support/files.ts';
+import { sharedDocument } from '../support/fixtures.ts';
 
-// The shared fixtures live beside the repository (/work/shared next to /work/<repo>).
-const repoRoot = new URL('../../', import.meta.url);
-const documents = new URL('../shared/data/documents/', repoRoot);
-
-const read = async (name: string): Promise<Uint8Array> => new Uint8Array(await readFile(new URL(name, documents)));
-const parseFile = async (name: string, format: DocumentFormat) => parseDocument(await read(name), format);
+const parseFile = (name: string, format: DocumentFormat) => parseDocument(sharedDocument(name), format);
 const flat = (text: string): string => text.replace(/\s+/g, ' ');
 
 describe('shared documents', () => {
@@ -120,7 +115,7 @@ describe('PDF robustness', () => {
   });
 
   it('rejects a truncated PDF with a readable message', async () => {
-    const bytes = (await read('multi-column-2p.pdf')).slice(0, 2000);
+    const bytes = sharedDocument('multi-column-2p.pdf').slice(0, 2000);
     await expect(parseDocument(bytes, 'pdf')).rejects.toThrow(/^PDF could not be read: /);
   });
 
@@ -129,14 +124,14 @@ describe('PDF robustness', () => {
   });
 
   it('stops at the page cap and says so', async () => {
-    const { text, info } = await parseDocument(await read('multi-column-2p.pdf'), 'pdf', { maxPages: 1 });
+    const { text, info } = await parseDocument(sharedDocument('multi-column-2p.pdf'), 'pdf', { maxPages: 1 });
     expect(info).toMatchObject({ pages: 2, truncated: 'page_limit' });
     expect(text).toContain('Retrieval in open-domain QA is usually implemented');
     expect(text).not.toContain('3 Dense Passage Retriever (DPR)'); // page 2's heading
   });
 
   it('stops at maxChars and says so', async () => {
-    const { text, info } = await parseDocument(await read('GeoBase_NHNC1_Data_Model_UML_EN.pdf'), 'pdf', {
+    const { text, info } = await parseDocument(sharedDocument('GeoBase_NHNC1_Data_Model_UML_EN.pdf'), 'pdf', {
       maxChars: 500,
     });
     expect(text.length).toBeLessThanOrEqual(500);

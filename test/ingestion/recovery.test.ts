@@ -1,5 +1,4 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -10,6 +9,7 @@ import { createLogger } from '../../src/logging.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 import { openTestDatabase, type TestDatabase } from '../support/database.ts';
 import { createCollection, waitForDocument } from '../support/documents.ts';
+import { sharedJsonLines } from '../support/fixtures.ts';
 import { testEmbeddings } from '../support/embeddings.ts';
 
 const duplicates = async (t: TestApp) =>
@@ -141,10 +141,7 @@ describe.skipIf(!serverUrl)('worker processes on a PostgreSQL server', () => {
   });
 
   it('kill -9 mid-ingestion, then two workers share the rest: every document processed once, no duplicates', async () => {
-    const corpus = readFileSync(new URL('../../../shared/data/scifact/corpus.jsonl', import.meta.url), 'utf8')
-      .split('\n')
-      .slice(0, 60)
-      .map((line) => JSON.parse(line) as { _id: string; title: string; text: string });
+    const corpus = sharedJsonLines<{ _id: string; title: string; text: string }>('scifact/corpus.jsonl').slice(0, 60);
     const ids: string[] = [];
     for (const doc of corpus) {
       const r = await t.request('/api/v1/rag/collections/scifact/documents', {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { scopes, type Scope } from '../../src/keys/principal.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 import { fakeClock } from '../support/clock.ts';
+import { authError } from '../support/http.ts';
 
 const clock = fakeClock();
 let t: TestApp;
@@ -11,8 +12,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await t.close();
 });
-
-const authError = (message: string) => ({ error: { message, type: 'authentication_error', code: 'invalid_api_key' } });
 
 describe('authentication failures', () => {
   it('missing header', async () => {

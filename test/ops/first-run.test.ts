@@ -8,6 +8,7 @@ import { LOCK_FILE } from '../../src/db/data-dir-lock.ts';
 import { messageWithCauses } from '../../src/logging.ts';
 import { scratchDirs } from '../support/scratch.ts';
 import { startTestApp } from '../support/app.ts';
+import { call } from '../support/http.ts';
 import { freePort, spawnRagport, waitUntil, type RagportProcess } from '../support/processes.ts';
 
 const run = promisify(execFile);
@@ -127,11 +128,7 @@ describe('starting ragport the first time', { timeout: 180_000 }, () => {
       for (const text of guidance) expect(logged?.msg).toContain(text);
 
       const create = () =>
-        fetch(`${url}/api/v1/rag/collections`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
-          body: JSON.stringify({ name: 'notes' }),
-        });
+        call(url, '/api/v1/rag/collections', { method: 'POST', key: adminKey, json: { name: 'notes' } });
       const refused = await create();
       expect(refused.status).toBe(503);
       const message = ((await refused.json()) as { error: string }).error;

@@ -5,6 +5,7 @@ import { queryRows } from '../../src/db/client.ts';
 import { randomBase62 } from '../../src/db/ids.ts';
 import { openTestDatabase, type TestDatabase } from '../support/database.ts';
 import { metricValue, scrape } from '../support/metrics.ts';
+import { call as request, type CallInit } from '../support/http.ts';
 import { startMockUpstream, type MockUpstream } from '../support/mock-upstream.ts';
 import { freePort, spawnRagport, startServerProcess, waitUntil, type RagportProcess } from '../support/processes.ts';
 
@@ -15,15 +16,8 @@ const metricsToken = `scrape_${randomBase62(24)}`;
 
 type Api = RagportProcess & { url: string };
 
-const call = (api: Api, pathname: string, init: { method?: string; json?: unknown; key?: string } = {}) =>
-  fetch(api.url + pathname, {
-    method: init.method ?? 'GET',
-    headers: {
-      authorization: `Bearer ${init.key ?? adminKey}`,
-      ...(init.json === undefined ? {} : { 'content-type': 'application/json' }),
-    },
-    ...(init.json === undefined ? {} : { body: JSON.stringify(init.json) }),
-  });
+const call = (api: Api, pathname: string, init: CallInit = {}) =>
+  request(api.url, pathname, { key: adminKey, ...init });
 
 /** Waits, when needed, so that a burst of requests stays inside one clock minute (one rate-limit window). */
 async function awayFromMinuteEdge(): Promise<void> {

@@ -8,6 +8,7 @@ import { randomBase62 } from '../../src/db/ids.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 import { openTestDatabase, type TestDatabase } from '../support/database.ts';
 import { createCollection, waitForDocument } from '../support/documents.ts';
+import { call as request, type CallInit } from '../support/http.ts';
 import { startMockUpstream, type MockUpstream } from '../support/mock-upstream.ts';
 import { spawnRagport, startServerProcess, waitUntil, type RagportProcess } from '../support/processes.ts';
 
@@ -24,14 +25,7 @@ const longText = () =>
     (_, i) => `Paragraph ${i} explains graceful shutdown, leases and queues once more.`,
   ).join('\n\n');
 
-const call = (url: string, pathname: string, init: RequestInit & { json?: unknown; key?: string } = {}) => {
-  const { json, key = adminKey, ...rest } = init;
-  return fetch(url + pathname, {
-    ...rest,
-    headers: { authorization: `Bearer ${key}`, ...(json === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(json === undefined ? {} : { body: JSON.stringify(json) }),
-  });
-};
+const call = (url: string, pathname: string, init: CallInit = {}) => request(url, pathname, { key: adminKey, ...init });
 
 /** Resolves once connecting to the url fails: the listener is closed. */
 const refused = (url: string) =>

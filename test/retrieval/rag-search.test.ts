@@ -1,9 +1,9 @@
-import { readFileSync } from 'node:fs';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows } from '../../src/db/client.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 import { createCollection, waitForDocument } from '../support/documents.ts';
+import { sharedJsonLines } from '../support/fixtures.ts';
 
 interface Hit {
   document_id: string;
@@ -385,9 +385,8 @@ describe('RETRIEVAL_FUSION=rrf', () => {
 describe('chunk storage', () => {
   it('a chunk of real length keeps its vector in the row, the text goes out of line first', async () => {
     // A real abstract: text that compression alone does not fit into the row beside the vector.
-    const abstract = readFileSync(new URL('../../../shared/data/scifact/corpus.jsonl', import.meta.url), 'utf8')
-      .split('\n')
-      .map((l) => (l ? (JSON.parse(l) as { text: string }).text : ''))
+    const abstract = sharedJsonLines<{ text: string }>('scifact/corpus.jsonl')
+      .map((doc) => doc.text)
       .find((x) => x.length > 3_000) as string;
     const text = abstract.slice(0, 3_000);
     const id = await upload('kb', 'abstract.txt', text);

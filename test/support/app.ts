@@ -9,6 +9,7 @@ import type { Clock } from '../../src/keys/keys.service.ts';
 import { createMemoryStore } from '../../src/ratelimit/memory.store.ts';
 import type { RateLimitStore } from '../../src/ratelimit/ratelimit.ts';
 import { openTestDatabase, type TestDatabase } from './database.ts';
+import { call, type CallInit } from './http.ts';
 import { testEmbeddings } from './embeddings.ts';
 
 export interface TestAppOptions {
@@ -31,7 +32,8 @@ export interface TestApp {
   /** Every log line the app wrote, parsed. */
   logs: Record<string, unknown>[];
   rawLogs: () => string;
-  request(path: string, init?: RequestInit & { key?: string | null; json?: unknown }): Promise<Response>;
+  /** A request as the admin, or as `key` (none when null). */
+  request(path: string, init?: CallInit): Promise<Response>;
   createKey(body: Record<string, unknown>): Promise<{ id: string; key: string } & Record<string, unknown>>;
   close(): Promise<void>;
 }
@@ -72,13 +74,8 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   if (address === null || typeof address === 'string') throw new Error('no address');
   const url = `http://127.0.0.1:${address.port}`;
 
-  const request: TestApp['request'] = (path, init = {}) => {
-    const { key = adminKey, json, ...rest } = init;
-    const headers = new Headers(rest.headers);
-    if (key !== null) headers.set('authorization', `Bearer ${key}`);
-    if (json !== undefined) headers.set('content-type', 'application/json');
-    return fetch(url + path, { ...rest, headers, ...(json !== undefined ? { body: JSON.stringify(json) } : {}) });
-  };
+  const request: TestApp['request'] = (path, init = {}) =>
+    call(url, path, { ...init, key: init.key === undefined ? adminKey : init.key });
 
   return {
     app,

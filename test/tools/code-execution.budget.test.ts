@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBase62 } from '../../src/db/ids.ts';
+import { call } from '../support/http.ts';
 import { freePort, spawnRagport, waitUntil, type RagportProcess } from '../support/processes.ts';
 import { py, startHarness, type Harness } from './code-execution.support.ts';
 
@@ -126,10 +127,10 @@ describe('Python: inherited descriptors', () => {
       },
       { process: server, timeoutMs: 120_000 },
     );
-    const r = await fetch(`${url}/api/v1/agent/tool-calling`, {
+    const r = await call(url, '/api/v1/agent/tool-calling', {
       method: 'POST',
-      headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' },
-      body: JSON.stringify({
+      key: admin,
+      json: {
         tool_name: 'code_execution',
         parameters: {
           code: py(
@@ -142,7 +143,7 @@ describe('Python: inherited descriptors', () => {
             '        print(fd, e.strerror)',
           ),
         },
-      }),
+      },
     });
     const result = (await r.json()) as { output: string };
     expect(result.output).not.toContain('the-host-secret');
