@@ -4,7 +4,7 @@ import { openConfiguredDatabase } from './db/client.ts';
 import { DataDirLockedError } from './db/data-dir-lock.ts';
 import { loadEmbeddings } from './embeddings/load.ts';
 import { createLogger } from './logging.ts';
-import { startMetricsServer } from './metrics/scrape.ts';
+import { startMetricsServer } from './http/metrics-server.ts';
 import { createLimiter } from './ratelimit/create.ts';
 import { startupSummary } from './startup-summary.ts';
 

@@ -8,7 +8,7 @@ import { createIngestionWorker } from './ingestion/worker.ts';
 import { createLogger } from './logging.ts';
 import { countEmbeddings } from './metrics/embeddings.ts';
 import { createMetrics } from './metrics/metrics.ts';
-import { startMetricsServer } from './metrics/scrape.ts';
+import { startMetricsServer } from './http/metrics-server.ts';
 import { startWebhookSender } from './webhooks/sender.ts';
 import { createTokenQuota } from './usage/quota.ts';
 import { createBatchedUsageRecorder } from './usage/usage.recorder.ts';

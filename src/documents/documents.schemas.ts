@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { maxJsonNesting, nestsDeeperThan } from '../http/json-body.ts';
+import { maxJsonNesting, nestsDeeperThan } from '../json-nesting.ts';
 
 export const metadataSchema = z.record(z.string(), z.unknown());
 

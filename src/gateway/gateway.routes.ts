@@ -4,7 +4,7 @@ import type {
   ChatCompletionCreateParamsNonStreaming,
   ChatCompletionCreateParamsStreaming,
 } from 'openai/resources/chat/completions';
-import { abortOnShutdown, shuttingDown } from '../http/abort.ts';
+import { clientGone, shuttingDown } from '../http/abort.ts';
 import { principalOf } from '../http/auth.ts';
 import { chatCompletionRequest, chatCompletionResponse, modelList } from './gateway.schemas.ts';
 import type { GatewayService } from './gateway.service.ts';
@@ -33,12 +33,7 @@ export function gatewayRoutes(gateway: GatewayService) {
         const principal = principalOf(request);
         const caller = { keyId: principal.keyId, tokensPerMonth: principal.quota.tokensPerMonth };
         // The client going away aborts the upstream request at once, streamed or not.
-        const controller = new AbortController();
-        reply.raw.once('close', () => {
-          if (!reply.raw.writableFinished) controller.abort();
-        });
-        abortOnShutdown(reply, controller);
-        const options = { signal: controller.signal, caller };
+        const options = { signal: clientGone(reply), caller };
         const body = request.body;
         // A request the shutdown deadline cut says so, rather than blaming the provider.
         const cut = (error: unknown) => {

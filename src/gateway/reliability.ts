@@ -1,7 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import { failureFrom } from './providers/openai-compatible/http.ts';
-import { UpstreamFailure, type ChatProvider } from './providers/provider.ts';
+import { failureFrom, UpstreamFailure, type ChatProvider } from './providers/provider.ts';
 import type { Clock } from '../clock.ts';
 
 export interface RetryPolicy {

@@ -8,7 +8,13 @@ declare module 'fastify' {
   }
 }
 
-/** A signal aborted when the client goes away before the response has been sent, or the shutdown deadline passes. */
+/**
+ * A signal aborted when the client goes away before the response has been sent, or the shutdown
+ * deadline passes: every route that waits on work (an upstream call, a stream, a sandbox run, a
+ * wait for a document) hands it on, so nothing runs for a client that left. "Sent" is
+ * `writableEnded` (we called end()), not `writableFinished` (the bytes were flushed): a close after
+ * the last write has nothing left to cancel.
+ */
 export function clientGone(reply: FastifyReply): AbortSignal {
   const controller = new AbortController();
   reply.raw.once('close', () => {
@@ -40,7 +46,7 @@ function shutdownHooks(shutdown: AbortSignal): Set<() => void> {
  * Aborts `controller` when the server's shutdown deadline passes while this response is open.
  * The hook goes with the response, so a long-lived server keeps none per request.
  */
-export function abortOnShutdown(reply: FastifyReply, controller: AbortController): void {
+function abortOnShutdown(reply: FastifyReply, controller: AbortController): void {
   const shutdown = reply.server.shutdownSignal;
   const abort = () => controller.abort(new Error('server shutting down'));
   if (shutdown.aborted) return abort();

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { AppError } from '../http/errors.ts';
 import type { Metrics } from './metrics.ts';
-import { scrapeAuthorized, scrapeRefused } from './scrape.ts';
+import { scrapeAuthorized, scrapeRefused } from '../http/metrics-server.ts';
 
 /**
  * Request counts and latencies by route pattern, and the limits' refusals, recorded around every

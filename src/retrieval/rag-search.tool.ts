@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { Tool } from '../tools/tool.types.ts';
-import type { RetrievalService, SearchResult } from './retrieval.service.ts';
+import type { RetrievalService, RetrievedChunk } from './retrieval.service.ts';
 
 const MAX_WEIGHT = 10;
 const MAX_RERANK_CANDIDATES = 200;
@@ -52,7 +52,7 @@ const result = z.object({
 
 export function ragSearchTool(
   retrieval: RetrievalService,
-): Tool<z.infer<typeof parameters>, { results: SearchResult[] }> {
+): Tool<z.infer<typeof parameters>, { results: RetrievedChunk[] }> {
   return {
     name: 'rag_search',
     description: 'hybrid BM25 + vector search over a collection',

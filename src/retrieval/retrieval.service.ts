@@ -44,7 +44,8 @@ export interface ScoreBreakdown {
   rerank?: number;
 }
 
-export interface SearchResult {
+/** One chunk rag_search found: the text, where it comes from and how it scored. */
+export interface RetrievedChunk {
   document_id: string;
   /** The value the results are ordered by: rerank, else fused (hybrid), else the mode's own leg. */
   score: number;
@@ -65,7 +66,7 @@ export interface RetrievalDeps {
 /** Hybrid retrieval over one collection, shared by rag_search and chatbots. */
 export function createRetrievalService({ repo, collections, embeddings, settings, rerank }: RetrievalDeps) {
   return {
-    async search(principal: Principal, request: SearchRequest, signal?: AbortSignal): Promise<SearchResult[]> {
+    async search(principal: Principal, request: SearchRequest, signal?: AbortSignal): Promise<RetrievedChunk[]> {
       const collection = await collections.requireAccessible(principal, request.collection);
       const filter = compileFilters(request.filters);
       const resolved = await embeddings.forCollection({
@@ -131,7 +132,7 @@ export function createRetrievalService({ repo, collections, embeddings, settings
       if (hits.length === 0 && request.mode === 'keyword' && keywordIds.length > 0) {
         hits = await search(await keywordCandidates());
       }
-      const results = hits.map((h): SearchResult => {
+      const results = hits.map((h): RetrievedChunk => {
         const meta = h.metadata ?? {};
         const title = typeof meta.title === 'string' ? meta.title : h.document_name;
         const path = typeof meta.path === 'string' ? meta.path : `${collection.name}/${h.document_name}`;
@@ -159,7 +160,7 @@ export function createRetrievalService({ repo, collections, embeddings, settings
         signal,
       );
       return reranked.results.map(({ index, relevanceScore }) => {
-        const r = results[index] as SearchResult;
+        const r = results[index] as RetrievedChunk;
         return { ...r, score: relevanceScore, scores: { ...r.scores, rerank: relevanceScore } };
       });
     },

@@ -1,7 +1,7 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMetrics } from '../../src/metrics/metrics.ts';
-import { startMetricsServer } from '../../src/metrics/scrape.ts';
+import { startMetricsServer } from '../../src/http/metrics-server.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 import { createCollection, waitForDocument } from '../support/documents.ts';
 import { metricValue, parseMetrics, scrape, type Sample } from '../support/metrics.ts';

@@ -41,6 +41,30 @@ export class UpstreamFailure extends Error {
   }
 }
 
+const timeoutCodes = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+
+/**
+ * Maps what a provider call threw to a failure: an abort by our own signal is `aborted`, the
+ * HTTP client's (undici's) timeouts are `timeout`, anything else `connection`. Used by every
+ * adapter and by the reliability layer around them, so it lives beside UpstreamFailure.
+ */
+export function failureFrom(provider: string, error: unknown, signal?: AbortSignal): UpstreamFailure {
+  if (error instanceof UpstreamFailure) return error;
+  const code = (error as { code?: unknown }).code;
+  let kind: FailureKind = 'connection';
+  if (signal?.aborted === true || code === 'UND_ERR_ABORTED' || (error as Error).name === 'AbortError')
+    kind = 'aborted';
+  else if (typeof code === 'string' && timeoutCodes.has(code)) kind = 'timeout';
+  const reason = error instanceof Error ? error.message : String(error);
+  const message =
+    kind === 'timeout'
+      ? `Provider ${provider} timed out`
+      : kind === 'aborted'
+        ? 'Request aborted'
+        : `Provider ${provider} is unreachable: ${reason}`;
+  return new UpstreamFailure({ kind, provider, message, cause: error });
+}
+
 export interface Usage {
   promptTokens: number;
   completionTokens: number;
@@ -63,7 +87,8 @@ export interface UpstreamModel {
   created: number;
 }
 
-export interface EmbeddingResult {
+/** What a provider's /embeddings answered: one vector per input, in input order. */
+export interface UpstreamEmbeddings {
   vectors: number[][];
   promptTokens: number;
 }
@@ -89,7 +114,7 @@ export interface ChatProvider {
   complete(params: ChatCompletionCreateParamsNonStreaming, signal?: AbortSignal): Promise<RawCompletion>;
   /** Resolves once the upstream accepted the request; events (and in-band failures) follow. */
   stream(params: ChatCompletionCreateParamsStreaming, signal?: AbortSignal): Promise<AsyncGenerator<StreamEvent>>;
-  embed(model: string, inputs: string[], signal?: AbortSignal): Promise<EmbeddingResult>;
+  embed(model: string, inputs: string[], signal?: AbortSignal): Promise<UpstreamEmbeddings>;
   /** POST {base_url}/rerank in the Jina/Cohere/vLLM shape: `model`, `query`, `documents`, `top_n`. */
   rerank(model: string, query: string, documents: string[], topN: number, signal?: AbortSignal): Promise<RerankResult>;
   listModels(signal?: AbortSignal): Promise<UpstreamModel[]>;

@@ -8,7 +8,8 @@ export interface SearchQuery {
   timeRange: TimeRange | undefined;
 }
 
-export interface SearchResult {
+/** One page a web search found. */
+export interface WebPage {
   title: string;
   url: string;
   snippet: string;
@@ -26,7 +27,7 @@ export interface SearchProvider {
   readonly name: string;
   request(query: SearchQuery): ProviderRequest;
   /** Reads a 2xx body; undefined when it is not the documented shape. */
-  results(body: unknown): SearchResult[] | undefined;
+  results(body: unknown): WebPage[] | undefined;
   /** The human message in an error body, in whatever shape this provider uses. */
   errorMessage(body: unknown): string | undefined;
   /** What a status means for this provider when its body says nothing readable. */
@@ -39,7 +40,7 @@ export const isRecord = (v: unknown): v is Record<string, unknown> =>
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 
 /** Maps `[{title, url, <snippetField>}]` to results, dropping entries without a URL. */
-export function mapResults(list: unknown, snippetField: string): SearchResult[] | undefined {
+export function mapResults(list: unknown, snippetField: string): WebPage[] | undefined {
   if (!Array.isArray(list)) return undefined;
   return list.filter(isRecord).flatMap((r) => {
     const url = str(r.url);

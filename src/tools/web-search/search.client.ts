@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { SearchProvider, SearchQuery, SearchResult } from './provider.ts';
+import type { SearchProvider, SearchQuery, WebPage } from './provider.ts';
 
 export type SearchOutcome =
-  | { ok: true; results: SearchResult[] }
+  | { ok: true; results: WebPage[] }
   /** `message` is the whole contract message: `<Provider> API error: <status> <message>`. */
   | { ok: false; status: number | undefined; message: string };
 

@@ -4,7 +4,7 @@ import type { WebSearchConfig } from '../../config.ts';
 import { AppError } from '../../errors.ts';
 import type { Tool } from '../tool.types.ts';
 import { createTtlCache } from './cache.ts';
-import type { SearchProvider, SearchResult } from './provider.ts';
+import type { SearchProvider, WebPage } from './provider.ts';
 import { braveProvider } from './providers/brave.ts';
 import { searxngProvider } from './providers/searxng.ts';
 import { tavilyProvider } from './providers/tavily.ts';
@@ -41,7 +41,7 @@ export function createWebSearchTool(deps: {
   logger: Logger;
 }): Tool<WebSearchParameters, WebSearchResult> {
   const selected = selectProvider(deps.config);
-  const cache = createTtlCache<SearchResult[]>({ ttlMs: deps.config.cacheTtlMs, maxEntries: 1000 });
+  const cache = createTtlCache<WebPage[]>({ ttlMs: deps.config.cacheTtlMs, maxEntries: 1000 });
   return {
     name: 'web_search',
     description: 'searches the web through the configured provider (Brave Search, SearXNG or Tavily)',

@@ -4,13 +4,14 @@ import type { CreateEmbeddingResponse } from 'openai/resources/embeddings';
 import type { Model } from 'openai/resources/models';
 import type { ResolvedProvider } from '../config.ts';
 import {
+  failureFrom,
   UpstreamFailure,
   type ChatProvider,
   type RerankItem,
   type StreamEvent,
   type UpstreamModel,
 } from '../provider.ts';
-import { createUpstreamHttp, failureFrom, statusFailure } from './http.ts';
+import { createUpstreamHttp, statusFailure } from './http.ts';
 import { createSseParser } from './sse.ts';
 
 type Body = Dispatcher.ResponseData['body'];

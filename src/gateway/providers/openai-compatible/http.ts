@@ -1,25 +1,5 @@
 import { Pool, type Dispatcher } from 'undici';
-import { UpstreamFailure, type FailureKind } from '../provider.ts';
-
-const timeoutCodes = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
-
-/** Maps what undici throws to a failure kind; an abort by our own signal is `aborted`. */
-export function failureFrom(provider: string, error: unknown, signal?: AbortSignal): UpstreamFailure {
-  if (error instanceof UpstreamFailure) return error;
-  const code = (error as { code?: unknown }).code;
-  let kind: FailureKind = 'connection';
-  if (signal?.aborted === true || code === 'UND_ERR_ABORTED' || (error as Error).name === 'AbortError')
-    kind = 'aborted';
-  else if (typeof code === 'string' && timeoutCodes.has(code)) kind = 'timeout';
-  const reason = error instanceof Error ? error.message : String(error);
-  const message =
-    kind === 'timeout'
-      ? `Provider ${provider} timed out`
-      : kind === 'aborted'
-        ? 'Request aborted'
-        : `Provider ${provider} is unreachable: ${reason}`;
-  return new UpstreamFailure({ kind, provider, message, cause: error });
-}
+import { failureFrom, UpstreamFailure } from '../provider.ts';
 
 function retryAfterMs(headers: Dispatcher.ResponseData['headers']): number | undefined {
   const ms = headers['retry-after-ms'];

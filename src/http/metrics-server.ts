@@ -2,8 +2,8 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { AppError, notFound, renderError } from '../http/errors.ts';
-import type { Metrics } from './metrics.ts';
+import { AppError, notFound, renderError } from './errors.ts';
+import type { Metrics } from '../metrics/metrics.ts';
 
 const digest = (value: string) => createHash('sha256').update(value).digest();
 
