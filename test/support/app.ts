@@ -5,6 +5,7 @@ import type { Database } from '../../src/db/client.ts';
 import { gatewayConfigFrom } from '../../src/gateway/providers/config.ts';
 import { randomBase62 } from '../../src/db/ids.ts';
 import { createLogger } from '../../src/logging.ts';
+import type { Socket } from 'node:net';
 import type { Clock } from '../../src/keys/keys.service.ts';
 import { createMemoryStore } from '../../src/ratelimit/memory.store.ts';
 import type { RateLimitStore } from '../../src/ratelimit/ratelimit.ts';
@@ -70,6 +71,14 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     ...(options.clock ? { clock: options.clock } : {}),
   });
   await app.server.listen({ port: 0, host: '127.0.0.1' });
+  // Connections the test clients opened and never sent a request on (fetch may open one ahead and
+  // leave it when its request is aborted): the server's close waits for them until headersTimeout.
+  const silent = new Set<Socket>();
+  app.server.server.on('connection', (socket: Socket) => {
+    silent.add(socket);
+    socket.once('data', () => silent.delete(socket));
+    socket.once('close', () => silent.delete(socket));
+  });
   const address = app.server.server.address();
   if (address === null || typeof address === 'string') throw new Error('no address');
   const url = `http://127.0.0.1:${address.port}`;
@@ -93,7 +102,9 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       return (await response.json()) as { id: string; key: string };
     },
     close: async () => {
-      await app.server.close();
+      const closing = app.server.close();
+      for (const socket of silent) socket.destroy();
+      await closing;
       if (!options.limiter) await limiter.close();
       await owned?.close();
     },
