@@ -1,11 +1,12 @@
 /**
  * Responsiveness while a collection ingests (issue 14): a real ragport server (`node
  * src/server.ts`, a process of its own) ingests SciFact abstracts uploaded as fast as it accepts
- * them, while a second client measures `/healthz` and `rag_search` one request after another;
- * the same probes run first on the idle server (a /healthz and a rag_search every 100 ms). Then the chunks the server stored are embedded
- * again by the same model, alone in this process, for the pure embedding time ingestion is held
- * to. Once on the embedded database and, with BENCH_DATABASE_URL, once on that PostgreSQL server
- * (in a database of its own, dropped after), printed side by side.
+ * them, while a second client sends a `/healthz` and a `rag_search` every 100 ms; the same probes
+ * run first on the idle server, and searches back to back on the full collection after. Then the
+ * chunks the server stored are embedded again by the same model, alone in this process, for the
+ * pure embedding time ingestion is held to. Once on the embedded database and, with
+ * BENCH_DATABASE_URL, once on that PostgreSQL server (in a database of its own, dropped after),
+ * printed side by side.
  *
  *   MODELS_DIR=… node bench/ingestion/responsiveness.ts
  *   MODELS_DIR=… BENCH_DATABASE_URL=postgres://… node bench/ingestion/responsiveness.ts
