@@ -1,12 +1,13 @@
 import { execSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { buildApp, type App } from '../src/app.ts';
 import { loadConfig, type Config } from '../src/config.ts';
 import { openDatabase, type Database } from '../src/db/client.ts';
 import { loadEmbeddings } from '../src/embeddings/load.ts';
+import type { EmbeddingRegistry } from '../src/embeddings/registry.ts';
 import { createMemoryStore } from '../src/ratelimit/memory.store.ts';
 import { randomBase62 } from '../src/db/ids.ts';
 
@@ -19,34 +20,48 @@ export interface BenchServer {
   close(): Promise<void>;
 }
 
+export interface BenchServerOptions {
+  /** Settings over the environment's (loadConfig(process.env)). */
+  config?: Partial<Config>;
+  /** The embedding models; default: as the environment configures them (the local model loaded). */
+  embeddings?: EmbeddingRegistry;
+  /** Default: warnings only, to stderr. */
+  logger?: Logger;
+  /** The bench's own key (default: an admin key of the enterprise tier). */
+  key?: Record<string, unknown>;
+}
+
 /**
- * A real ragport on a loopback port: the PostgreSQL server of DATABASE_URL when set, else a fresh
- * embedded database in a temporary directory. The bench talks to it over HTTP with a real key.
+ * A real ragport on a loopback port: the PostgreSQL server of `databaseUrl` (DATABASE_URL) when
+ * set, else a fresh embedded database in a temporary directory, removed on close. The bench talks
+ * to it over HTTP with a real key, created through the API as a user would.
  */
-export async function startBenchServer(overrides: Partial<Config> = {}): Promise<BenchServer> {
+export async function startBenchServer(options: BenchServerOptions = {}): Promise<BenchServer> {
   const adminKey = `bench_${randomBase62(40)}`;
   const base = loadConfig(process.env);
+  const databaseUrl = options.config && 'databaseUrl' in options.config ? options.config.databaseUrl : base.databaseUrl;
+  const scratch = databaseUrl ? undefined : mkdtempSync(path.join(tmpdir(), 'ragport-bench-'));
   const config: Config = {
     ...base,
-    dataDir: base.databaseUrl ? base.dataDir : mkdtempSync(path.join(tmpdir(), 'ragport-bench-')),
-    adminKey,
     logLevel: 'warn',
-    ...overrides,
+    ...options.config,
+    databaseUrl,
+    dataDir: scratch ?? options.config?.dataDir ?? base.dataDir,
+    adminKey,
   };
-  const logger = pino({ level: 'warn' });
+  const logger = options.logger ?? pino({ level: 'warn' });
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: 10 });
   await database.migrate();
-  const embeddings = await loadEmbeddings(config, logger);
+  const embeddings = options.embeddings ?? (await loadEmbeddings(config, logger));
   const app = await buildApp({ config, database, limiter: createMemoryStore(), logger, embeddings });
-  await app.server.listen({ port: 0, host: '127.0.0.1' });
-  const address = app.server.server.address();
-  if (address === null || typeof address === 'string') throw new Error('no address');
-  const url = `http://127.0.0.1:${address.port}`;
+  const port = await app.listen({ port: 0, host: '127.0.0.1' });
+  const url = `http://127.0.0.1:${port}`;
   const created = await fetch(`${url}/api/v1/keys`, {
     method: 'POST',
     headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'bench', scopes: ['admin'], tier: 'enterprise' }),
+    body: JSON.stringify(options.key ?? { name: 'bench', scopes: ['admin'], tier: 'enterprise' }),
   });
+  if (created.status !== 201) throw new Error(`bench key: ${created.status} ${await created.text()}`);
   const { key } = (await created.json()) as { key: string };
   return {
     app,
@@ -57,6 +72,7 @@ export async function startBenchServer(overrides: Partial<Config> = {}): Promise
     close: async () => {
       await app.server.close();
       await database.close();
+      if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true });
     },
   };
 }

@@ -7,6 +7,7 @@ import type { Database } from './db/client.ts';
 import { randomBase62 } from './db/ids.ts';
 import type { Gateway } from './gateway/gateway.module.ts';
 import { healthRoutes } from './health/health.routes.ts';
+import { listenWithAcceptors } from './http/acceptors.ts';
 import { installAuth } from './http/auth.ts';
 import { frameworkErrorHandler, installErrorHandling } from './http/error-handler.ts';
 import { installJsonParser } from './http/json-body.ts';
@@ -59,6 +60,11 @@ export interface App {
   usage: UsageRecorder;
   /** Which tools are on, and why the others are not (for the start-up summary). */
   toolStates(): Promise<ToolState[]>;
+  /**
+   * Listens on host:port with the configured acceptors and backlog (LISTEN_ACCEPTORS,
+   * LISTEN_BACKLOG); resolves to the port. Closing the server stops every acceptor.
+   */
+  listen(address: { host: string; port: number }): Promise<number>;
 }
 
 const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
@@ -248,6 +254,15 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       void worker?.stop();
     },
     endStreams: () => streamsEnd.abort(),
+    listen: async ({ host, port }) => {
+      const listening = await listenWithAcceptors(
+        server.server,
+        // Fastify passes its listen options on to Node's, which know reusePort; its types do not.
+        (reusePort) => server.listen({ host, port, backlog: config.listen.backlog, ...{ reusePort } }),
+        { host, port, ...config.listen },
+      );
+      return listening.port;
+    },
     metrics,
     gateway,
     usage,

@@ -20,6 +20,8 @@ const DEFAULT_FUSION_WEIGHTS = {
 export const envSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   HOST: z.string().min(1).default('0.0.0.0'),
+  LISTEN_ACCEPTORS: z.coerce.number().int().min(1).max(256).default(64),
+  LISTEN_BACKLOG: z.coerce.number().int().min(1).max(65_535).default(4096),
   DATA_DIR: z.string().min(1).default('./data'),
   DATABASE_URL: z.url().optional(),
   DATABASE_POOL_SIZE: positiveInt.default(10),
@@ -142,6 +144,8 @@ const configSchema = (env: NodeJS.ProcessEnv) =>
     return {
       port: e.PORT,
       host: e.HOST,
+      /** Listening sockets on the port (SO_REUSEPORT when more than one) and each one's queue. */
+      listen: { acceptors: e.LISTEN_ACCEPTORS, backlog: e.LISTEN_BACKLOG },
       dataDir: e.DATA_DIR,
       databaseUrl: e.DATABASE_URL,
       databasePoolSize: e.DATABASE_POOL_SIZE,

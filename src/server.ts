@@ -37,7 +37,7 @@ async function main(): Promise<void> {
   const fastifyLevel = app.server.log.level;
   app.server.log.level = 'warn';
   try {
-    await app.server.listen({ port: config.port, host: config.host });
+    await app.listen({ port: config.port, host: config.host });
   } finally {
     app.server.log.level = fastifyLevel;
   }

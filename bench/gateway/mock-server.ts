@@ -4,7 +4,11 @@ import { startMockUpstream, type MockUpstream } from '../../test/support/mock-up
  * The mock upstream in its own process, so that it never competes with the load generator's
  * event loop. The parent changes its latency and pacing between runs over IPC.
  */
-const mock: MockUpstream = await startMockUpstream({ record: false, models: ['mock-chat'] });
+const mock: MockUpstream = await startMockUpstream({
+  record: false,
+  models: ['mock-chat'],
+  acceptors: Number(process.env.BENCH_MOCK_ACCEPTORS ?? 16),
+});
 process.on('message', (message: Partial<MockUpstream['options']>) => {
   Object.assign(mock.options, message);
   process.send?.({ ok: true });

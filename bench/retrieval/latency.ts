@@ -49,7 +49,7 @@ const hnswVariants = (process.env.LATENCY_HNSW ?? '16:128').split(',').map((v) =
 });
 const efSearchValues = (process.env.LATENCY_EF_SEARCH ?? '200').split(',').map(Number);
 const DIM = 384;
-const server = await startBenchServer({ ingestionConcurrency: 0 });
+const server = await startBenchServer({ config: { ingestionConcurrency: 0 } });
 if (server.database.kind !== 'postgres') throw new Error('set DATABASE_URL: this benchmark is for a PostgreSQL server');
 const db = server.database.db;
 

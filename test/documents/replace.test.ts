@@ -209,9 +209,18 @@ describe('concurrent replaces of one document', () => {
     await waitForDocument(t, doc.id);
     let version = 1;
     for (const round of ['a', 'b', 'c']) {
-      const markers = ['amber', 'birch', 'cedar', 'dahlia', 'ember', 'fennel', 'garnet', 'hazel', 'indigo', 'juniper'].map(
-        (m) => `${m}${round}`,
-      );
+      const markers = [
+        'amber',
+        'birch',
+        'cedar',
+        'dahlia',
+        'ember',
+        'fennel',
+        'garnet',
+        'hazel',
+        'indigo',
+        'juniper',
+      ].map((m) => `${m}${round}`);
       const answers = await Promise.all(markers.map((m) => replace(doc.id, 'r.txt', versionText(m, 2))));
       expect(answers.map((r) => r.status)).toEqual(markers.map(() => 202));
       version += markers.length;

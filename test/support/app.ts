@@ -70,7 +70,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     logger: createLogger('info', sink),
     ...(options.clock ? { clock: options.clock } : {}),
   });
-  await app.server.listen({ port: 0, host: '127.0.0.1' });
+  const port = await app.listen({ port: 0, host: '127.0.0.1' });
   // Connections the test clients opened and never sent a request on (fetch may open one ahead and
   // leave it when its request is aborted): the server's close waits for them until headersTimeout.
   const silent = new Set<Socket>();
@@ -79,9 +79,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     socket.once('data', () => silent.delete(socket));
     socket.once('close', () => silent.delete(socket));
   });
-  const address = app.server.server.address();
-  if (address === null || typeof address === 'string') throw new Error('no address');
-  const url = `http://127.0.0.1:${address.port}`;
+  const url = `http://127.0.0.1:${port}`;
 
   const request: TestApp['request'] = (path, init = {}) =>
     call(url, path, { ...init, key: init.key === undefined ? adminKey : init.key });

@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listenWithAcceptors } from '../../src/http/acceptors.ts';
 import { until } from './poll.ts';
 
 /**
@@ -24,6 +24,11 @@ export type Fault =
 export interface MockUpstreamOptions {
   host?: string;
   port?: number;
+  /**
+   * Listening sockets (see src/http/acceptors.ts); the gateway bench gives the mock several, as a
+   * real provider's front end has, so that its own accept rate is not what a burst measures.
+   */
+  acceptors?: number;
   /** Ids listed by /v1/models and accepted by the endpoints. */
   models?: string[];
   /** Delay before the response headers. */
@@ -75,7 +80,9 @@ export interface MockUpstream {
   readonly url: string;
   readonly port: number;
   readonly requests: ReceivedRequest[];
-  options: Required<Omit<MockUpstreamOptions, 'host' | 'port' | 'apiKey' | 'maxEmbeddingBatch' | 'reply'>> &
+  options: Required<
+    Omit<MockUpstreamOptions, 'host' | 'port' | 'acceptors' | 'apiKey' | 'maxEmbeddingBatch' | 'reply'>
+  > &
     Pick<MockUpstreamOptions, 'apiKey' | 'maxEmbeddingBatch' | 'reply'>;
   /** The next `times` POST requests suffer this fault. */
   inject(fault: Fault, times?: number): void;
@@ -395,8 +402,15 @@ export async function startMockUpstream(options: MockUpstreamOptions = {}): Prom
       else handle(req, res, path, body);
     });
   });
-  await new Promise<void>((resolve) => server.listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
+  const host = options.host ?? '127.0.0.1';
+  const { port } = await listenWithAcceptors(
+    server,
+    (reusePort) =>
+      new Promise<void>((resolve) =>
+        server.listen({ port: options.port ?? 0, host, backlog: 4096, reusePort }, resolve),
+      ),
+    { host, port: options.port ?? 0, acceptors: options.acceptors ?? 1, backlog: 4096 },
+  );
 
   return {
     url: `http://127.0.0.1:${port}/v1`,
