@@ -28,6 +28,7 @@ import { openPglite, openPostgres, queryRows, type Database } from '../../src/db
 import { loadLocalModel } from '../../src/embeddings/local.model.ts';
 import { withTitle } from '../../src/ingestion/title.ts';
 import { sql } from 'drizzle-orm';
+import { sharedJsonLines } from '../../test/support/fixtures.ts';
 import { api, saveResults } from '../support.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -42,16 +43,11 @@ const serverArgs = (process.env.BENCH_SERVER_NODE_OPTIONS ?? '').split(' ').filt
 const adminKey = `bench_admin_${'x'.repeat(32)}`;
 const metricsToken = 'bench-metrics-token-0123456789';
 
-const shared = path.resolve(root, '../shared/data/scifact');
-const corpus = readFileSync(path.join(shared, 'corpus.jsonl'), 'utf8')
-  .split('\n')
-  .filter(Boolean)
-  .map((line) => JSON.parse(line) as { _id: string; title: string; text: string })
-  .slice(0, SEED + DOCS);
-const queries = readFileSync(path.join(shared, 'queries.jsonl'), 'utf8')
-  .split('\n')
-  .filter(Boolean)
-  .map((line) => (JSON.parse(line) as { text: string }).text);
+const corpus = sharedJsonLines<{ _id: string; title: string; text: string }>('scifact/corpus.jsonl').slice(
+  0,
+  SEED + DOCS,
+);
+const queries = sharedJsonLines<{ text: string }>('scifact/queries.jsonl').map((q) => q.text);
 
 const freePort = () =>
   new Promise<number>((resolve) => {

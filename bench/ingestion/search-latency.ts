@@ -5,10 +5,10 @@
  *   MODELS_DIR=… node bench/ingestion/search-latency.ts <DATA_DIR> [server root]
  */
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { sharedJsonLines } from '../../test/support/fixtures.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const [dataDir, serverRoot = root] = process.argv.slice(2);
@@ -38,10 +38,7 @@ for (;;) {
     break;
   await sleep(250);
 }
-const queries = readFileSync(path.resolve(root, '../shared/data/scifact/queries.jsonl'), 'utf8')
-  .split('\n')
-  .filter(Boolean)
-  .map((l) => (JSON.parse(l) as { text: string }).text);
+const queries = sharedJsonLines<{ text: string }>('scifact/queries.jsonl').map((q) => q.text);
 const n = Number(process.env.BENCH_QUERIES ?? 200);
 const pct = (v: number[], p: number) =>
   [...v].sort((a, b) => a - b)[Math.min(v.length - 1, Math.ceil((p / 100) * v.length) - 1)] as number;

@@ -3,16 +3,15 @@
  * session synchronously on the calling thread, so on the server's thread a batch of chunks held
  * every request for its whole inference, and a search query waited behind it.
  */
-import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
 import type { EmbeddingModel } from '../../src/embeddings/embeddings.types.ts';
 import { loadLocalModel } from '../../src/embeddings/local.model.ts';
+import { sharedJsonLines } from '../support/fixtures.ts';
 
-const chunks = readFileSync(new URL('../../../shared/data/scifact/corpus.jsonl', import.meta.url), 'utf8')
-  .split('\n')
+const chunks = sharedJsonLines<{ text: string }>('scifact/corpus.jsonl')
   .slice(0, 32)
-  .map((line) => (JSON.parse(line) as { text: string }).text);
+  .map((doc) => doc.text);
 
 let model: EmbeddingModel;
 
