@@ -223,6 +223,9 @@ export function createRetrievalRepository(db: Db) {
         order by ${order} desc, c.id
         limit ${q.topK}`;
 
+      // An exact scan reads no HNSW setting: one statement, without the transaction around it (on
+      // the embedded database a transaction holds the one session for all of its round trips).
+      if (q.exact) return queryRows<SearchHit>(db, statement);
       return db.transaction(async (tx) => {
         await tx.execute(sql.raw(`set local hnsw.ef_search = ${Math.max(10, Math.min(1000, Math.trunc(q.efSearch)))}`));
         // pgvector 0.8: keep scanning the graph until enough rows pass the filter.
