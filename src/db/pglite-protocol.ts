@@ -2,12 +2,22 @@
 
 type Id = { id: number };
 
+// `background`: queued after interactive statements (src/db/priority.ts); ignored inside a transaction.
+
 export type Request = Id &
   (
-    | { op: 'query'; sql: string; params: unknown[]; rowMode: 'array' | 'object'; rawTypes?: number[]; tx?: number }
-    | { op: 'exec'; sql: string; tx?: number }
+    | {
+        op: 'query';
+        sql: string;
+        params: unknown[];
+        rowMode: 'array' | 'object';
+        rawTypes?: number[];
+        tx?: number;
+        background?: boolean;
+      }
+    | { op: 'exec'; sql: string; tx?: number; background?: boolean }
     /** Opens a transaction: answered with its id once PGlite has begun it. */
-    | { op: 'begin' }
+    | { op: 'begin'; background?: boolean }
     | { op: 'end'; tx: number; commit: boolean }
     | { op: 'listen'; channel: string }
     | { op: 'unlisten'; channel: string }

@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import type { Message, Request, WireError } from './pglite-protocol.ts';
+import { inBackground } from './priority.ts';
 
 /** What a statement may ask of the driver; `parsers` keys are types to return as PostgreSQL's text. */
 export interface RemoteQueryOptions {
@@ -106,6 +107,8 @@ export async function startPgliteThread(
     });
   };
 
+  /** Inside a transaction, its id; outside, whether background work asks (it then waits its turn). */
+  const scope = (tx: number | undefined) => (tx !== undefined ? { tx } : inBackground() ? { background: true } : {});
   const queryable = (tx?: number): RemoteQueryable => ({
     query: <T>(sql: string, params: unknown[] = [], options: RemoteQueryOptions = {}) =>
       call<RemoteResults<T>>({
@@ -114,15 +117,15 @@ export async function startPgliteThread(
         params,
         rowMode: options.rowMode ?? 'object',
         ...(options.parsers ? { rawTypes: Object.keys(options.parsers).map(Number) } : {}),
-        ...(tx === undefined ? {} : { tx }),
+        ...scope(tx),
       }),
-    exec: (sql: string) => call<RemoteResults[]>({ op: 'exec', sql, ...(tx === undefined ? {} : { tx }) }),
+    exec: (sql: string) => call<RemoteResults[]>({ op: 'exec', sql, ...scope(tx) }),
   });
 
   return {
     ...queryable(),
     async transaction<T>(callback: (tx: RemoteQueryable) => Promise<T>): Promise<T> {
-      const tx = await call<number>({ op: 'begin' });
+      const tx = await call<number>({ op: 'begin', ...scope(undefined) });
       let result: T;
       try {
         result = await callback(queryable(tx));

@@ -10,6 +10,7 @@ import { PGlite, type Transaction } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite/vector';
 import { createIdleCollector } from '../threads/idle-gc.ts';
 import type { Request, Response, WireError } from './pglite-protocol.ts';
+import { createPriorityGate } from './priority.ts';
 
 if (!parentPort) throw new Error('pglite.worker.ts runs as a worker thread');
 const port = parentPort;
@@ -42,6 +43,13 @@ class Rollback extends Error {}
 
 const listeners = new Map<string, () => Promise<void>>();
 
+/**
+ * PGlite runs one statement or transaction at a time, in arrival order. Everything outside a
+ * transaction passes this gate first, so that a search does not queue behind ingestion's
+ * statements (measured: `rag_search` p99 during ingestion …); a transaction holds it to its end.
+ */
+const gate = createPriorityGate();
+
 function wireError(error: unknown): WireError {
   if (!(error instanceof Error)) return { name: 'Error', message: String(error), fields: {} };
   const fields: Record<string, string | number> = {};
@@ -72,27 +80,42 @@ function transferables(rows: unknown[]): ArrayBuffer[] {
 
 const reply = (response: Response, transfer: ArrayBuffer[] = []) => port.postMessage(response, transfer);
 
+/** Runs a statement in its transaction, or outside one once it holds the gate. */
+async function inTurn<T>(
+  request: { tx?: number; background?: boolean },
+  run: (target: PGlite | Transaction) => Promise<T>,
+): Promise<T> {
+  if (request.tx !== undefined) {
+    const open = transactions.get(request.tx);
+    if (!open) throw new Error(`transaction ${request.tx} is not open`);
+    return run(open.tx);
+  }
+  await gate.acquire(request.background === true);
+  try {
+    return await run(pg);
+  } finally {
+    gate.release();
+  }
+}
+
 async function handle(request: Request): Promise<void> {
   const { id } = request;
   switch (request.op) {
     case 'query': {
-      const target = request.tx === undefined ? pg : transactions.get(request.tx)?.tx;
-      if (!target) throw new Error(`transaction ${request.tx} is not open`);
       const options = {
         rowMode: request.rowMode,
         ...(request.rawTypes ? { parsers: Object.fromEntries(request.rawTypes.map((oid) => [oid, identity])) } : {}),
       };
-      const result = await target.query(request.sql, request.params, options);
+      const result = await inTurn(request, (target) => target.query(request.sql, request.params, options));
       reply({ id, ok: true, value: result }, transferables(result.rows));
       return;
     }
     case 'exec': {
-      const target = request.tx === undefined ? pg : transactions.get(request.tx)?.tx;
-      if (!target) throw new Error(`transaction ${request.tx} is not open`);
-      reply({ id, ok: true, value: await target.exec(request.sql) });
+      reply({ id, ok: true, value: await inTurn(request, (target) => target.exec(request.sql)) });
       return;
     }
     case 'begin': {
+      await gate.acquire(request.background === true);
       const txId = nextTransaction++;
       let started = false;
       let decide!: (commit: boolean) => void;
@@ -104,7 +127,9 @@ async function handle(request: Request): Promise<void> {
         if (!(await decision)) throw new Rollback();
       });
       // The promise is only awaited by `end`; a failure before the callback ran answers `begin`.
-      settled.catch((error: unknown) => {
+      // The gate is the transaction's until it has settled, however it ends.
+      settled.then(gate.release, (error: unknown) => {
+        gate.release();
         if (!started) reply({ id, ok: false, error: wireError(error) });
       });
       return;

@@ -2,6 +2,7 @@ import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import type { ParsingConfig } from '../config.ts';
 import { isUniqueViolation } from '../db/errors.ts';
 import { randomBase62 } from '../db/ids.ts';
+import { runInBackground } from '../db/priority.ts';
 import type { IngestionStage } from '../db/schema/documents.ts';
 import type { EmbeddingRegistry } from '../embeddings/registry.ts';
 import type { Logger } from 'pino';
@@ -248,7 +249,8 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
     start() {
       if (running) return;
       running = true;
-      for (let i = 0; i < deps.concurrency; i++) slots.push(loop());
+      // Every statement of the loop waits behind interactive ones on the embedded database.
+      for (let i = 0; i < deps.concurrency; i++) slots.push(runInBackground(loop));
     },
     wake: wakeAll,
     // Shutdown calls it as soon as the signal comes and again when the server closes: once is enough.

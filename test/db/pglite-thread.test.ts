@@ -8,6 +8,7 @@ import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPglite, queryRows, type Database } from '../../src/db/client.ts';
 import { isUniqueViolation } from '../../src/db/errors.ts';
+import { runInBackground } from '../../src/db/priority.ts';
 
 let database: Database;
 
@@ -55,6 +56,33 @@ describe('PGlite on its own thread', () => {
     await tx;
     await outside;
     expect(seen).toBe(2);
+  });
+
+  it('serves interactive statements before queued background ones (ingestion), a transaction to its end', async () => {
+    const finished: string[] = [];
+    let release!: () => void;
+    const hold = new Promise<void>((resolve) => (release = resolve));
+    // Background work holds the one session in a transaction, and more of it queues behind.
+    const tx = runInBackground(() =>
+      database.db.transaction(async (t) => {
+        await t.execute(sql`select 1`);
+        await hold;
+        finished.push('background transaction');
+      }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const queued = [1, 2, 3].map((n) =>
+      runInBackground(() => database.db.execute(sql`select pg_sleep(0.02)`)).then(() =>
+        finished.push(`background ${n}`),
+      ),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const search = count().then(() => finished.push('interactive'));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    release();
+    await Promise.all([tx, search, ...queued]);
+    // The transaction is never cut short; the later interactive statement overtakes the queue.
+    expect(finished).toEqual(['background transaction', 'interactive', 'background 1', 'background 2', 'background 3']);
   });
 
   it('a transaction that throws leaves nothing, and the error keeps its SQLSTATE', async () => {
