@@ -164,14 +164,23 @@ export function createJobsRepository(db: Db) {
           sql`select id from ingestion_jobs where id = ${job.jobId} and lease_owner = ${workerId} and status = 'running' for update`,
         );
         if (held.length === 0) return false;
-        const [doc] = await queryRows<{ collection_id: string }>(
+        // Whether any chunk is there to replace (a first upload has none, unless a worker that
+        // died mid-commit left some): read under the document's lock, so none can appear meanwhile.
+        const [doc] = await queryRows<{ collection_id: string; has_chunks: boolean }>(
           tx,
-          sql`select collection_id from documents where id = ${job.documentId} for update`,
+          sql`select collection_id, exists (select 1 from chunks c where c.document_id = d.id) as has_chunks
+              from documents d where id = ${job.documentId} for update`,
         );
         if (!doc) return false;
-        await index.replaceDocument(job.documentId, doc.collection_id, model, chunks, tx);
+        await index.replaceDocument(job.documentId, doc.collection_id, model, chunks, tx, doc.has_chunks);
+        // The document takes the job's content and the job ends, in one statement: both rows are
+        // locked already, and the document reads the job's row as it was before this statement.
         await tx.execute(
-          sql`update documents d set status = 'processed', error = null, chunk_count = ${chunks.length},
+          sql`with done as (
+                update ingestion_jobs set status = 'done', lease_owner = null, lease_expires_at = null,
+                       last_error = null, original = null, updated_at = now()
+                where id = ${job.jobId})
+              update documents d set status = 'processed', error = null, chunk_count = ${chunks.length},
                 processed_at = now(), updated_at = now(), ${noProgress}, version = j.version,
                 replaced_at = case when j.original is null then d.replaced_at else now() end,
                 name = coalesce(j.name, d.name), description = coalesce(j.description, d.description),
@@ -179,10 +188,6 @@ export function createJobsRepository(db: Db) {
                 format = coalesce(j.format, d.format), size_bytes = coalesce(j.size_bytes, d.size_bytes),
                 sha256 = coalesce(j.sha256, d.sha256), original = coalesce(j.original, d.original)
               from ingestion_jobs j where j.id = ${job.jobId} and d.id = ${job.documentId}`,
-        );
-        await tx.execute(
-          sql`update ingestion_jobs set status = 'done', lease_owner = null, lease_expires_at = null, last_error = null,
-              original = null, updated_at = now() where id = ${job.jobId}`,
         );
         return true;
       });

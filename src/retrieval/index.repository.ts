@@ -119,6 +119,7 @@ export function createIndexRepository(db: Db) {
     /**
      * The document's chunks become exactly `chunks`: the old set goes and the new one comes in the
      * caller's transaction, so a search sees one set or the other, never both and never neither.
+     * `hasChunks: false` (read under the document's lock) skips removing a set that is not there.
      */
     async replaceDocument(
       documentId: string,
@@ -126,9 +127,10 @@ export function createIndexRepository(db: Db) {
       model: string,
       chunks: readonly IndexedChunk[],
       tx?: Db,
+      hasChunks = true,
     ): Promise<void> {
       await within(tx, async (t) => {
-        await removeDocument(documentId, collectionId, t);
+        if (hasChunks) await removeDocument(documentId, collectionId, t);
         await addDocument(documentId, collectionId, model, chunks, t);
       });
     },
