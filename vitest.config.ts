@@ -14,6 +14,7 @@ const report = process.env.RAGPORT_TEST_REPORT;
 const unit = [
   'test/chatbots/prompt.test.ts',
   'test/config/**/*.test.ts',
+  'test/docs/config-reference.test.ts',
   'test/docs/links.test.ts',
   'test/gateway/config.test.ts',
   'test/gateway/registry.test.ts',
