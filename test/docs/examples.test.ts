@@ -99,6 +99,9 @@ let chat: MockUpstream;
 let search: Awaited<ReturnType<typeof startMockProvider>>;
 let t: TestApp;
 let workdir: string;
+/** The chatbot the guide's curl examples created, and the key it answers. */
+let guide: { key: string; bot: string } | undefined;
+const python = process.env.RAGPORT_TEST_PYTHON;
 beforeAll(async () => {
   chat = await startMockUpstream({ apiKey: 'sk-docs', models: ['gpt-4o-mini', 'rerank-v3.5'], embeddingKind: 'words' });
   search = await startMockProvider(() => ({
@@ -218,7 +221,27 @@ describe('the docs pages’ examples', () => {
     const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { timeout: 60_000 });
     // The answer, the sources ragport adds, then the streamed reply.
     expect(stdout).toMatch(/\[\s*\{[\s\S]*document_id/);
+    guide = { key: botKey, bot: env.BOT as string };
   }, 300_000);
+
+  // The same guide's Python example, with the official `openai` package (.ci/sdk-python.sh
+  // provides it; `bash .ci/run` sets RAGPORT_TEST_PYTHON).
+  it.skipIf(!python)(
+    'the chatbot guide’s Python SDK example answers, with its sources',
+    async () => {
+      expect(guide, 'runs after the curl examples, which create the chatbot').toBeDefined();
+      const chatbots = readFileSync(new URL('../../docs/chatbots.md', import.meta.url), 'utf8');
+      const code = /```python\n([\s\S]*?)```/.exec(chatbots.slice(chatbots.indexOf('OpenAI SDKs')))?.[1];
+      expect(code, 'the chatbot guide has a Python SDK example').toBeDefined();
+      const { key, bot } = guide as { key: string; bot: string };
+      const script =
+        `KEY = ${JSON.stringify(key)}\nBOT = ${JSON.stringify(bot)}\n` +
+        (code as string).replaceAll('http://localhost:8080', t.url);
+      const { stdout } = await run(python as string, ['-c', script], { timeout: 60_000 });
+      expect(stdout).toMatch(/document_id/);
+    },
+    120_000,
+  );
 });
 
 describe('which pages are covered', () => {
