@@ -1,5 +1,10 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { execFile } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig, type WebhookConfig } from '../../src/config.ts';
@@ -28,22 +33,41 @@ const webhookConfig = (overrides: Partial<WebhookConfig> = {}): WebhookConfig =>
   ...overrides,
 });
 
-/** The recipe of docs/ingestion.md, written out independently of src/webhooks/signing.ts. */
-function verify(secret: string, headers: IncomingHttpHeaders, body: string): boolean {
-  const id = headers['webhook-id'] as string;
-  const timestamp = headers['webhook-timestamp'] as string;
-  if (Math.abs(Date.now() / 1000 - Number(timestamp)) > 300) return false;
-  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
-  const expected = createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest();
-  return (headers['webhook-signature'] as string).split(' ').some((part) => {
-    const [version, signature] = part.split(',');
-    const given = Buffer.from(signature ?? '', 'base64');
-    return version === 'v1' && given.length === expected.length && timingSafeEqual(given, expected);
-  });
+/**
+ * The verification recipes of docs/ingestion.md, as the page prints them: the Node one imported
+ * from the page's `js` block, the Python one run by python3 on what a receiver got. A recipe that
+ * stops matching what ragport signs fails here.
+ */
+const ingestionPage = readFileSync(new URL('../../docs/ingestion.md', import.meta.url), 'utf8');
+const recipe = (lang: string) => {
+  const code = new RegExp('```' + lang + '\\n([\\s\\S]*?verify[\\s\\S]*?)```').exec(ingestionPage)?.[1];
+  if (code === undefined) throw new Error(`docs/ingestion.md has no ${lang} verification recipe`);
+  return code;
+};
+type Verify = (secret: string, headers: IncomingHttpHeaders, body: string) => boolean;
+let verify: Verify;
+const recipeDir = mkdtempSync(path.join(tmpdir(), 'ragport-webhook-recipe-'));
+
+/** The page's Python recipe on one delivery, in a python3 process. */
+async function verifyInPython(secret: string, headers: IncomingHttpHeaders, body: string): Promise<boolean> {
+  const script = `${recipe('python')}
+import json, sys
+given = json.load(sys.stdin)
+print(json.dumps(verify(given["secret"], given["headers"], given["body"].encode())))`;
+  const child = execFile('python3', ['-c', script]);
+  child.stdin?.end(JSON.stringify({ secret, headers, body }));
+  let out = '';
+  child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
+  const [code] = (await once(child, 'close')) as [number];
+  if (code !== 0) throw new Error(`python3 recipe exited ${code}`);
+  return JSON.parse(out) as boolean;
 }
 
 let t: TestApp;
 beforeAll(async () => {
+  const file = path.join(recipeDir, 'verify.mjs');
+  writeFileSync(file, recipe('js'));
+  ({ verify } = (await import(pathToFileURL(file).href)) as { verify: Verify });
   receiver = createServer((req, res) => {
     let body = '';
     req.on('data', (c: Buffer) => (body += c.toString()));
@@ -64,6 +88,7 @@ afterAll(async () => {
   await t.close();
   receiver.closeAllConnections();
   await new Promise((r) => receiver.close(r));
+  rmSync(recipeDir, { recursive: true, force: true });
 });
 beforeEach(() => {
   received = [];
@@ -109,6 +134,8 @@ describe('webhooks', () => {
     expect(got?.payload.data).toMatchObject({ document_id: docId, collection: 'seen', status: 'processed' });
     expect(verify(hook.secret, got?.headers ?? {}, got?.body ?? '')).toBe(true);
     expect(verify(hook.secret, got?.headers ?? {}, `${got?.body ?? ''} `)).toBe(false);
+    expect(await verifyInPython(hook.secret, got?.headers ?? {}, got?.body ?? '')).toBe(true);
+    expect(await verifyInPython(hook.secret, got?.headers ?? {}, `${got?.body ?? ''} `)).toBe(false);
 
     const log = await until('the log', async () => {
       const r = await t.request(`/api/v1/webhooks/${hook.id}/deliveries`, { key });
