@@ -20,8 +20,11 @@ import { startMockProvider } from '../tools/mock-provider.ts';
 
 const run = promisify(execFile);
 
-/** In the order a reader would follow them: the chatbot guide creates the `handbook` collection. */
-const PAGES = ['docs/chatbots.md', 'docs/tools.md', 'docs/ingestion.md', 'docs/gateway.md'];
+/**
+ * In the order a reader would follow them: the README's curl examples outside its tour (which
+ * tour.test.ts runs), then the chatbot guide, which creates the `handbook` collection.
+ */
+const PAGES = ['README.md', 'docs/chatbots.md', 'docs/tools.md', 'docs/ingestion.md', 'docs/gateway.md'];
 
 interface Example {
   page: string;
@@ -31,12 +34,17 @@ interface Example {
 }
 
 function examples(page: string): Example[] {
-  const markdown = readFileSync(new URL(`../../${page}`, import.meta.url), 'utf8');
+  let markdown = readFileSync(new URL(`../../${page}`, import.meta.url), 'utf8');
+  if (page === 'README.md') {
+    // The tour is tour.test.ts's; setting up and running the suite are not HTTP examples.
+    const tour = markdown.indexOf('\n## A five-minute tour');
+    markdown = markdown.slice(0, tour) + markdown.slice(markdown.indexOf('\n## ', tour + 1));
+  }
   const blocks = [...markdown.matchAll(/```(\w+)\n([\s\S]*?)```/g)].map((m) => ({ lang: m[1], text: m[2] as string }));
   const out: Example[] = [];
   blocks.forEach((block, i) => {
     // Starting the server is the reader's part; the test runs its own.
-    if (block.lang !== 'sh' || /npm start/.test(block.text)) return;
+    if (block.lang !== 'sh' || /npm start/.test(block.text) || !block.text.includes('curl')) return;
     const next = blocks[i + 1];
     out.push({ page, command: block.text, documented: next?.lang === 'json' ? JSON.parse(next.text) : undefined });
   });
@@ -207,6 +215,10 @@ describe('the docs pages’ examples', () => {
     // Each page's examples ran (none was skipped by mistake).
     for (const page of PAGES) expect(examples(page).length, page).toBeGreaterThan(0);
     expect(ran.length).toBeGreaterThanOrEqual(12);
+    expect(
+      ran.some((c) => c.includes('"name": "my-app"')),
+      "the README's first key",
+    ).toBe(true);
 
     // The chatbot guide's Node example, with the official `openai` package, against that chatbot.
     const chatbots = readFileSync(new URL('../../docs/chatbots.md', import.meta.url), 'utf8');
@@ -250,6 +262,6 @@ describe('which pages are covered', () => {
       .filter((f) => f.endsWith('.md'))
       .map((f) => `docs/${f}`)
       .filter((page) => examples(page).length > 0);
-    expect(pages.sort()).toEqual([...PAGES].sort());
+    expect(pages.sort()).toEqual(PAGES.filter((p) => p.startsWith('docs/')).sort());
   });
 });
