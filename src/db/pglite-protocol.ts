@@ -22,6 +22,8 @@ export type Request = Id &
     | { op: 'listen'; channel: string }
     | { op: 'unlisten'; channel: string }
     | { op: 'close' }
+    /** Interactive work is under way (true) or over (false): background statements wait meanwhile. */
+    | { op: 'interactive'; active: boolean }
   );
 
 /** An error crossing threads: its class name, message and PostgreSQL fields (code, detail, …). */

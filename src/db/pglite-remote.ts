@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import type { Message, Request, WireError } from './pglite-protocol.ts';
-import { inBackground } from './priority.ts';
+import { inBackground, onInteractive } from './priority.ts';
 
 /** What a statement may ask of the driver; `parsers` keys are types to return as PostgreSQL's text. */
 export interface RemoteQueryOptions {
@@ -122,6 +122,11 @@ export async function startPgliteThread(
     exec: (sql: string) => call<RemoteResults[]>({ op: 'exec', sql, ...scope(tx) }),
   });
 
+  // Fire and forget: the database thread only reorders its queue on it.
+  const stopListening = onInteractive((active) => {
+    if (!gone && !closed) void call({ op: 'interactive', active }).catch(() => undefined);
+  });
+
   return {
     ...queryable(),
     async transaction<T>(callback: (tx: RemoteQueryable) => Promise<T>): Promise<T> {
@@ -154,6 +159,7 @@ export async function startPgliteThread(
     async close() {
       if (closed) return;
       closed = true;
+      stopListening();
       if (!gone) await call({ op: 'close' }).catch(() => undefined);
       await worker.terminate();
     },

@@ -50,6 +50,18 @@ const listeners = new Map<string, () => Promise<void>>();
  */
 const gate = createPriorityGate();
 
+/**
+ * Interactive work under way on the server's thread holds background statements back, for at
+ * most INTERACTIVE_HOLD_MS at a time: a server that never reported the end cannot starve them.
+ */
+const INTERACTIVE_HOLD_MS = 2_000;
+let holdTimer: NodeJS.Timeout | undefined;
+function setInteractive(active: boolean): void {
+  clearTimeout(holdTimer);
+  gate.pauseBackground(active);
+  if (active) holdTimer = setTimeout(() => gate.pauseBackground(false), INTERACTIVE_HOLD_MS);
+}
+
 function wireError(error: unknown): WireError {
   if (!(error instanceof Error)) return { name: 'Error', message: String(error), fields: {} };
   const fields: Record<string, string | number> = {};
@@ -160,6 +172,11 @@ async function handle(request: Request): Promise<void> {
       const unsubscribe = listeners.get(request.channel);
       listeners.delete(request.channel);
       if (unsubscribe && !pg.closed) await unsubscribe();
+      reply({ id, ok: true, value: null });
+      return;
+    }
+    case 'interactive': {
+      setInteractive(request.active);
       reply({ id, ok: true, value: null });
       return;
     }

@@ -16,6 +16,32 @@ export const runInBackground = <T>(work: () => PromiseLike<T>): Promise<T> =>
 export const inBackground = (): boolean => background.getStore() === true;
 
 /**
+ * Interactive work of several statements with gaps between them (a search: the collection, the
+ * BM25 leg, the query embedding on another thread, then the ranked statement). While any runs,
+ * background work is not given the embedded database, so a search waits at most for the one
+ * background transaction already under way, not for one per gap. The embedded database listens;
+ * on a PostgreSQL server (a pool of sessions) nothing needs to.
+ */
+let interactiveRuns = 0;
+const listeners = new Set<(active: boolean) => void>();
+
+export async function runInteractive<T>(work: () => PromiseLike<T>): Promise<T> {
+  if (interactiveRuns++ === 0) for (const listener of listeners) listener(true);
+  try {
+    return await work();
+  } finally {
+    if (--interactiveRuns === 0) for (const listener of listeners) listener(false);
+  }
+}
+
+/** Calls `listener(true)` when interactive work starts and `(false)` when none is left. */
+export function onInteractive(listener: (active: boolean) => void): () => void {
+  listeners.add(listener);
+  if (interactiveRuns > 0) listener(true);
+  return () => listeners.delete(listener);
+}
+
+/**
  * One holder at a time, interactive waiters before background ones (each in arrival order).
  * The embedded database's thread passes every statement and transaction outside a transaction
  * through it; a holder is never preempted.
@@ -24,9 +50,11 @@ export function createPriorityGate() {
   const interactive: (() => void)[] = [];
   const queued: (() => void)[] = [];
   let held = false;
+  /** Background waiters wait while interactive work is under way (see `runInteractive`). */
+  let paused = false;
 
   const release = () => {
-    const next = interactive.shift() ?? queued.shift();
+    const next = interactive.shift() ?? (paused ? undefined : queued.shift());
     if (next) next();
     else held = false;
   };
@@ -34,13 +62,21 @@ export function createPriorityGate() {
   return {
     /** Resolves when the caller holds the gate; it must call `release` once done. */
     acquire(backgroundWork: boolean): Promise<void> {
-      if (!held) {
+      if (!held && !(backgroundWork && paused)) {
         held = true;
         return Promise.resolve();
       }
       return new Promise<void>((resolve) => (backgroundWork ? queued : interactive).push(resolve));
     },
     release,
+    /** Holds background waiters back (true) or lets them go again (false). */
+    pauseBackground(on: boolean) {
+      paused = on;
+      if (!on && !held && queued.length > 0) {
+        held = true;
+        queued.shift()?.();
+      }
+    },
     /** Waiters, for tests: interactive and background. */
     get waiting() {
       return { interactive: interactive.length, background: queued.length };

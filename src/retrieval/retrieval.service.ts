@@ -6,6 +6,7 @@ import type { Principal } from '../keys/principal.ts';
 import { analyze } from './analyzer.ts';
 import { compileFilters, type Filters } from './filters.ts';
 import type { RetrievalRepository, SearchMode } from './retrieval.repository.ts';
+import { runInteractive } from '../db/priority.ts';
 
 export interface RetrievalSettings {
   /** `score`: weighted sum of each leg's score over its best; `rrf`: reciprocal-rank fusion. */
@@ -65,104 +66,124 @@ export interface RetrievalDeps {
 
 /** Hybrid retrieval over one collection, shared by rag_search and chatbots. */
 export function createRetrievalService({ repo, collections, embeddings, settings, rerank }: RetrievalDeps) {
-  return {
-    async search(principal: Principal, request: SearchRequest, signal?: AbortSignal): Promise<RetrievedChunk[]> {
-      const collection = await collections.requireAccessible(principal, request.collection);
-      const filter = compileFilters(request.filters);
-      const resolved = await embeddings.forCollection({
-        provider: collection.embeddingProvider,
-        model: collection.embeddingModelResolved,
+  async function searchNow(
+    principal: Principal,
+    request: SearchRequest,
+    signal?: AbortSignal,
+  ): Promise<RetrievedChunk[]> {
+    const collection = await collections.requireAccessible(principal, request.collection);
+    const filter = compileFilters(request.filters);
+    const resolved = await embeddings.forCollection({
+      provider: collection.embeddingProvider,
+      model: collection.embeddingModelResolved,
+      dimensions: collection.dimensions,
+    });
+    if (!resolved.ok) throw new AppError({ code: 'service_unavailable', message: resolved.message });
+    const counts = new Map<string, number>();
+    for (const term of analyze(request.query)) counts.set(term, (counts.get(term) ?? 0) + 1);
+    const terms = [...counts].map(([term, count]) => ({ term, count }));
+    // With a rerank stage the fused list is cut at its candidate count, then reranked to top_k.
+    const fusedK = request.rerank ? Math.max(request.topK, request.rerank.candidates) : request.topK;
+    const candidates = Math.max(fusedK * 4, 100);
+    const bm25 = { k1: settings.bm25.k1, b: settings.bm25.b };
+    // The BM25 leg needs no vector: it runs on its own connection while the query is embedded
+    // (with the collection's own model: vector spaces are never mixed).
+    const keywordCandidates = () =>
+      repo.keywordCandidates({
+        collectionId: collection.id,
+        terms,
+        filter,
+        candidates,
+        bm25,
+        termPostings: settings.bm25.termPostings,
+      });
+    const [keywordIds, { vectors }, exact] = await Promise.all([
+      request.mode === 'dense' ? [] : keywordCandidates(),
+      resolved.model.embed([request.query], {
+        priority: 'interactive',
+        asQuery: true,
+        keyId: principal.keyId,
+        ...(signal ? { signal } : {}),
+      }),
+      filter !== undefined && repo.countMatching(collection.id, filter).then((n) => n <= settings.exactBelow),
+    ]);
+    const search = (ids: readonly string[]) =>
+      repo.search({
+        collectionId: collection.id,
         dimensions: collection.dimensions,
-      });
-      if (!resolved.ok) throw new AppError({ code: 'service_unavailable', message: resolved.message });
-      const counts = new Map<string, number>();
-      for (const term of analyze(request.query)) counts.set(term, (counts.get(term) ?? 0) + 1);
-      const terms = [...counts].map(([term, count]) => ({ term, count }));
-      // With a rerank stage the fused list is cut at its candidate count, then reranked to top_k.
-      const fusedK = request.rerank ? Math.max(request.topK, request.rerank.candidates) : request.topK;
-      const candidates = Math.max(fusedK * 4, 100);
-      const bm25 = { k1: settings.bm25.k1, b: settings.bm25.b };
-      // The BM25 leg needs no vector: it runs on its own connection while the query is embedded
-      // (with the collection's own model: vector spaces are never mixed).
-      const keywordCandidates = () =>
-        repo.keywordCandidates({
-          collectionId: collection.id,
-          terms,
-          filter,
-          candidates,
-          bm25,
-          termPostings: settings.bm25.termPostings,
-        });
-      const [keywordIds, { vectors }, exact] = await Promise.all([
-        request.mode === 'dense' ? [] : keywordCandidates(),
-        resolved.model.embed([request.query], {
-          priority: 'interactive',
-          asQuery: true,
-          keyId: principal.keyId,
-          ...(signal ? { signal } : {}),
-        }),
-        filter !== undefined && repo.countMatching(collection.id, filter).then((n) => n <= settings.exactBelow),
-      ]);
-      const search = (ids: readonly string[]) =>
-        repo.search({
-          collectionId: collection.id,
-          dimensions: collection.dimensions,
-          vector: vectors[0] as Float32Array,
-          terms,
-          mode: request.mode,
-          candidates,
-          topK: fusedK,
-          threshold: request.threshold,
-          filter,
-          exact,
-          fusion: settings.fusion,
-          rrfK: settings.rrfK,
-          weights: {
-            dense: request.weights?.dense ?? settings.weights.dense,
-            keyword: request.weights?.keyword ?? settings.weights.keyword,
-          },
-          efSearch: Math.max(settings.efSearch, candidates),
-          bm25,
-          keywordIds: ids,
-        });
-      let hits = await search(keywordIds);
-      // A replace (or delete) that committed between the two statements took the BM25 leg's
-      // candidates with it; in keyword mode nothing else is left, so the leg runs again on the new
-      // data rather than answer with nothing. (Hybrid still has its dense leg, read in one snapshot.)
-      if (hits.length === 0 && request.mode === 'keyword' && keywordIds.length > 0) {
-        hits = await search(await keywordCandidates());
-      }
-      const results = hits.map((h): RetrievedChunk => {
-        const meta = h.metadata ?? {};
-        const title = typeof meta.title === 'string' ? meta.title : h.document_name;
-        const path = typeof meta.path === 'string' ? meta.path : `${collection.name}/${h.document_name}`;
-        const scores: ScoreBreakdown = { dense: h.similarity };
-        if (h.bm25 !== null) scores.keyword = h.bm25;
-        if (request.mode === 'hybrid') scores.fused = h.fused;
-        return {
-          document_id: h.document_id,
-          score: scores.fused ?? scores.keyword ?? scores.dense,
-          content: h.content,
-          metadata: { ...meta, document_name: h.document_name, chunk_index: h.position, title, path },
-          scores,
-        };
-      });
-      if (!request.rerank || results.length === 0) return results;
-      if (!rerank) throw new AppError({ code: 'service_unavailable', message: 'Reranking is not configured' });
-      const reranked = await rerank(
-        principal.keyId,
-        {
-          model: request.rerank.model,
-          query: request.query,
-          documents: results.map((r) => r.content),
-          topN: request.topK,
+        vector: vectors[0] as Float32Array,
+        terms,
+        mode: request.mode,
+        candidates,
+        topK: fusedK,
+        threshold: request.threshold,
+        filter,
+        exact,
+        fusion: settings.fusion,
+        rrfK: settings.rrfK,
+        weights: {
+          dense: request.weights?.dense ?? settings.weights.dense,
+          keyword: request.weights?.keyword ?? settings.weights.keyword,
         },
-        signal,
-      );
-      return reranked.results.map(({ index, relevanceScore }) => {
-        const r = results[index] as RetrievedChunk;
-        return { ...r, score: relevanceScore, scores: { ...r.scores, rerank: relevanceScore } };
+        efSearch: Math.max(settings.efSearch, candidates),
+        bm25,
+        keywordIds: ids,
       });
+    let hits = await search(keywordIds);
+    // A replace (or delete) that committed between the two statements took the BM25 leg's
+    // candidates with it; in keyword mode nothing else is left, so the leg runs again on the new
+    // data rather than answer with nothing. (Hybrid still has its dense leg, read in one snapshot.)
+    if (hits.length === 0 && request.mode === 'keyword' && keywordIds.length > 0) {
+      hits = await search(await keywordCandidates());
+    }
+    const results = hits.map((h): RetrievedChunk => {
+      const meta = h.metadata ?? {};
+      const title = typeof meta.title === 'string' ? meta.title : h.document_name;
+      const path = typeof meta.path === 'string' ? meta.path : `${collection.name}/${h.document_name}`;
+      const scores: ScoreBreakdown = { dense: h.similarity };
+      if (h.bm25 !== null) scores.keyword = h.bm25;
+      if (request.mode === 'hybrid') scores.fused = h.fused;
+      return {
+        document_id: h.document_id,
+        score: scores.fused ?? scores.keyword ?? scores.dense,
+        content: h.content,
+        metadata: { ...meta, document_name: h.document_name, chunk_index: h.position, title, path },
+        scores,
+      };
+    });
+    return results;
+  }
+
+  /** The opt-in rerank stage, after the search (an upstream call: no database session is held). */
+  async function rerankResults(
+    principal: Principal,
+    request: SearchRequest,
+    results: RetrievedChunk[],
+    signal?: AbortSignal,
+  ): Promise<RetrievedChunk[]> {
+    if (!request.rerank || results.length === 0) return results;
+    if (!rerank) throw new AppError({ code: 'service_unavailable', message: 'Reranking is not configured' });
+    const reranked = await rerank(
+      principal.keyId,
+      {
+        model: request.rerank.model,
+        query: request.query,
+        documents: results.map((r) => r.content),
+        topN: request.topK,
+      },
+      signal,
+    );
+    return reranked.results.map(({ index, relevanceScore }) => {
+      const r = results[index] as RetrievedChunk;
+      return { ...r, score: relevanceScore, scores: { ...r.scores, rerank: relevanceScore } };
+    });
+  }
+
+  return {
+    /** Its statements run back to back on the embedded database; ingestion's wait between them. */
+    async search(principal: Principal, request: SearchRequest, signal?: AbortSignal): Promise<RetrievedChunk[]> {
+      const results = await runInteractive(() => searchNow(principal, request, signal));
+      return rerankResults(principal, request, results, signal);
     },
   };
 }

@@ -8,7 +8,7 @@ import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPglite, queryRows, type Database } from '../../src/db/client.ts';
 import { isUniqueViolation } from '../../src/db/errors.ts';
-import { runInBackground } from '../../src/db/priority.ts';
+import { runInBackground, runInteractive } from '../../src/db/priority.ts';
 
 let database: Database;
 
@@ -83,6 +83,27 @@ describe('PGlite on its own thread', () => {
     await Promise.all([tx, search, ...queued]);
     // The transaction is never cut short; the later interactive statement overtakes the queue.
     expect(finished).toEqual(['background transaction', 'interactive', 'background 1', 'background 2', 'background 3']);
+  });
+
+  it('holds background statements back while interactive work of several statements is under way', async () => {
+    const order: string[] = [];
+    let resume!: () => void;
+    const gap = new Promise<void>((resolve) => (resume = resolve));
+    // A search: a statement, a gap (the query embedding, on another thread), another statement.
+    const search = runInteractive(async () => {
+      await count();
+      order.push('interactive 1');
+      await gap;
+      await count();
+      order.push('interactive 2');
+    });
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    const ingestion = runInBackground(() => database.db.execute(sql`select 1`)).then(() => order.push('background'));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(order).toEqual(['interactive 1']); // the gap did not let it in
+    resume();
+    await Promise.all([search, ingestion]);
+    expect(order).toEqual(['interactive 1', 'interactive 2', 'background']);
   });
 
   it('a transaction that throws leaves nothing, and the error keeps its SQLSTATE', async () => {
