@@ -254,15 +254,13 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       void worker?.stop();
     },
     endStreams: () => streamsEnd.abort(),
-    listen: async ({ host, port }) => {
-      const listening = await listenWithAcceptors(
+    listen: ({ host, port }) =>
+      listenWithAcceptors(
         server.server,
         // Fastify passes its listen options on to Node's, which know reusePort; its types do not.
         (reusePort) => server.listen({ host, port, backlog: config.listen.backlog, ...{ reusePort } }),
         { host, port, ...config.listen },
-      );
-      return listening.port;
-    },
+      ),
     metrics,
     gateway,
     usage,

@@ -77,9 +77,5 @@ export function createPriorityGate() {
         queued.shift()?.();
       }
     },
-    /** Waiters, for tests: interactive and background. */
-    get waiting() {
-      return { interactive: interactive.length, background: queued.length };
-    },
   };
 }

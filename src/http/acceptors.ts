@@ -19,12 +19,6 @@ export interface ListenOptions {
   backlog: number;
 }
 
-export interface Listening {
-  port: number;
-  /** Stops the extra sockets accepting (the HTTP server's own close stops the first). */
-  close(): Promise<void>;
-}
-
 /** Where Node's `reusePort` balances connections over the sockets (elsewhere it is refused). */
 const SHARED_PORTS = new Set<NodeJS.Platform>(['linux', 'freebsd']);
 
@@ -51,12 +45,13 @@ async function assertPortFree(host: string, port: number): Promise<void> {
 /**
  * Makes `listenFirst` (the HTTP server's own listen, given whether to set SO_REUSEPORT) listen,
  * then opens the other acceptors on the port it got, each passing its connections to `http`.
+ * Resolves to the port.
  */
 export async function listenWithAcceptors(
   http: HttpServer,
   listenFirst: (reusePort: boolean) => Promise<unknown>,
   options: ListenOptions,
-): Promise<Listening> {
+): Promise<number> {
   const acceptors = SHARED_PORTS.has(process.platform) ? options.acceptors : 1;
   const shared = acceptors > 1;
   if (shared) await assertPortFree(options.host, options.port);
@@ -89,5 +84,5 @@ export async function listenWithAcceptors(
     void close();
     return closeServer(callback);
   };
-  return { port, close };
+  return port;
 }

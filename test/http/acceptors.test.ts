@@ -28,7 +28,7 @@ async function serve(acceptors: number, port = 0) {
       new Promise<void>((resolve) => http.listen({ host: '127.0.0.1', port, backlog: 1024, reusePort }, resolve)),
     { host: '127.0.0.1', port, acceptors, backlog: 1024 },
   );
-  return { http, port: listening.port };
+  return { http, port: listening };
 }
 
 /**

@@ -4,12 +4,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createJobsRepository, type JobsRepository } from '../../src/ingestion/jobs.repository.ts';
-import { createIngestionWorker, type IngestionWorker } from '../../src/ingestion/worker.ts';
-import { createLogger } from '../../src/logging.ts';
+import type { IngestionWorker } from '../../src/ingestion/worker.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 import { openTestDatabase, type TestDatabase } from '../support/database.ts';
 import { createCollection, waitForDocument } from '../support/documents.ts';
-import { testEmbeddings } from '../support/embeddings.ts';
+import { startTestWorker } from '../support/worker.ts';
 
 const REPORT_EVERY_MS = 200;
 
@@ -32,18 +31,7 @@ beforeAll(async () => {
       return jobs.progress(job, workerId, stage, counts);
     },
   };
-  worker = createIngestionWorker({
-    jobs: counted,
-    embeddings: await testEmbeddings(),
-    chunking: { maxTokens: 200, overlapTokens: 32 },
-    parsing: { concurrency: 1, timeoutMs: 60_000, memoryMb: 1024 },
-    logger: createLogger('silent'),
-    concurrency: 1,
-    pollMs: 50,
-    embedBatch: 2,
-    reportEveryMs: REPORT_EVERY_MS,
-  });
-  worker.start();
+  worker = await startTestWorker(counted, { pollMs: 50, embedBatch: 2, reportEveryMs: REPORT_EVERY_MS });
 }, 60_000);
 afterAll(async () => {
   await worker.stop();

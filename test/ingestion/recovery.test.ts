@@ -4,13 +4,11 @@ import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows } from '../../src/db/client.ts';
 import { createJobsRepository } from '../../src/ingestion/jobs.repository.ts';
-import { createIngestionWorker } from '../../src/ingestion/worker.ts';
-import { createLogger } from '../../src/logging.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 import { openTestDatabase, type TestDatabase } from '../support/database.ts';
 import { createCollection, waitForDocument } from '../support/documents.ts';
 import { sharedJsonLines } from '../support/fixtures.ts';
-import { testEmbeddings } from '../support/embeddings.ts';
+import { startTestWorker } from '../support/worker.ts';
 
 const duplicates = async (t: TestApp) =>
   (
@@ -53,17 +51,7 @@ describe('a worker that dies mid-job', () => {
       'processing',
     );
 
-    const worker = createIngestionWorker({
-      jobs,
-      embeddings: await testEmbeddings(),
-      chunking: { maxTokens: 200, overlapTokens: 32 },
-      parsing: { concurrency: 1, timeoutMs: 60_000, memoryMb: 1024 },
-      logger: createLogger('silent'),
-      concurrency: 1,
-      leaseMs: 2_000,
-      pollMs: 100,
-    });
-    worker.start();
+    const worker = await startTestWorker(jobs, { leaseMs: 2_000, pollMs: 100 });
     try {
       const doc = await waitForDocument(t, id);
       expect(doc.status).toBe('processed');

@@ -403,7 +403,7 @@ export async function startMockUpstream(options: MockUpstreamOptions = {}): Prom
     });
   });
   const host = options.host ?? '127.0.0.1';
-  const { port } = await listenWithAcceptors(
+  const port = await listenWithAcceptors(
     server,
     (reusePort) =>
       new Promise<void>((resolve) =>
