@@ -4,6 +4,7 @@ import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import type { Database } from './db/client.ts';
+import { startEmbeddedMaintenance } from './db/maintenance.ts';
 import { randomBase62 } from './db/ids.ts';
 import type { Gateway } from './gateway/gateway.module.ts';
 import { healthRoutes } from './health/health.routes.ts';
@@ -243,6 +244,11 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     await codeExecution.settled();
   });
 
+  // PGlite has no autovacuum: the server stands in for it (this process owns the database).
+  if (database.kind === 'pglite') {
+    const maintenance = startEmbeddedMaintenance({ db: database.db, log: logger });
+    server.addHook('onClose', () => maintenance.close());
+  }
   await server.ready();
   processing.start();
   return {

@@ -1,0 +1,104 @@
+/**
+ * PGlite has no autovacuum, so the server runs its rules (src/db/maintenance.ts). Without it no
+ * page of the embedded database was ever all-visible: an index-only scan of the posting index
+ * fetched every heap page, and the planner had no statistics.
+ */
+import { pino } from 'pino';
+import { sql } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openPglite, queryRows, type Database } from '../../src/db/client.ts';
+import { maintenanceFor, startEmbeddedMaintenance, type Maintenance } from '../../src/db/maintenance.ts';
+
+let database: Database;
+let maintenance: Maintenance;
+
+beforeAll(async () => {
+  database = await openPglite();
+  await database.db.execute(sql`create table postings (term text, chunk_id int, tf int, primary key (term, chunk_id))`);
+  await database.db.execute(sql`create index postings_chunk on postings (chunk_id) include (term, tf)`);
+  // Timers far off: each pass is run by the test.
+  maintenance = startEmbeddedMaintenance({
+    db: database.db,
+    log: pino({ level: 'silent' }),
+    firstDelayMs: 3_600_000,
+    intervalMs: 3_600_000,
+  });
+});
+afterAll(async () => {
+  await maintenance.close();
+  await database.close();
+});
+
+const plan = async (query: string) =>
+  (await queryRows<{ 'QUERY PLAN': string }>(database.db, sql.raw(`explain (analyze, costs off) ${query}`)))
+    .map((r) => r['QUERY PLAN'])
+    .join('\n');
+
+const state = async () =>
+  (
+    await queryRows<{ pages: number; allvisible: number; reltuples: number }>(
+      database.db,
+      sql`select (pg_relation_size(oid) / 8192)::int as pages, relallvisible as allvisible, reltuples::float8 as reltuples
+          from pg_class where relname = 'postings'`,
+    )
+  )[0];
+
+describe('maintenance of the embedded database', () => {
+  it('vacuums and analyzes a table after a bulk insert: index-only scans stop fetching heap pages', async () => {
+    await database.db.execute(
+      sql`insert into postings select 't' || (g % 500), g, 1 + g % 3 from generate_series(1, 20000) g`,
+    );
+    expect((await state())?.allvisible).toBe(0);
+    const before = await plan('select term, tf from postings where chunk_id between 100 and 400');
+    expect(before).toMatch(/Heap Fetches: [1-9]|Bitmap Heap Scan|Seq Scan/);
+
+    const ran = await maintenance.runOnce();
+    expect(ran).toContain('vacuum (analyze) "postings"');
+    const after = await state();
+    expect(after?.allvisible).toBe(after?.pages);
+    expect(after?.reltuples).toBe(20_000);
+    expect(await plan('select term, tf from postings where chunk_id between 100 and 400')).toMatch(
+      /Index Only Scan using postings_chunk[\s\S]*Heap Fetches: 0/,
+    );
+  });
+
+  it('leaves an unchanged table alone; analyzes after changes, vacuums after enough dead rows', async () => {
+    expect(await maintenance.runOnce()).not.toEqual(expect.arrayContaining([expect.stringContaining('"postings"')]));
+    // 3,000 changed rows of 20,000: over analyze's 50 + 10 %, under vacuum's 50 + 20 % (4,050).
+    await database.db.execute(sql`delete from postings where chunk_id <= 3000`);
+    expect(await maintenance.runOnce()).toEqual(expect.arrayContaining(['analyze "postings"']));
+    expect((await state())?.reltuples).toBe(17_000);
+    // 4,500 dead rows: over 50 + 20 % of the 17,000 rows the analyze counted.
+    await database.db.execute(sql`delete from postings where chunk_id <= 4500`);
+    expect(await maintenance.runOnce()).toEqual(expect.arrayContaining(['vacuum "postings"']));
+    const after = await state();
+    expect(after?.allvisible).toBe(after?.pages);
+  });
+});
+
+describe('autovacuum rules', () => {
+  const table = {
+    name: 't',
+    reltuples: 10_000,
+    pages: 100,
+    allVisible: 100,
+    dead: 0,
+    insertedSinceVacuum: 0,
+    modifiedSinceAnalyze: 0,
+  };
+  it('follows the default thresholds', () => {
+    expect(maintenanceFor(table, false)).toBeNull();
+    expect(maintenanceFor({ ...table, dead: 2_050 }, false)).toBeNull();
+    expect(maintenanceFor({ ...table, dead: 2_051 }, false)).toBe('vacuum');
+    expect(maintenanceFor({ ...table, insertedSinceVacuum: 3_001, modifiedSinceAnalyze: 3_001 }, false)).toBe(
+      'vacuum (analyze)',
+    );
+    expect(maintenanceFor({ ...table, modifiedSinceAnalyze: 1_051 }, false)).toBe('analyze');
+  });
+  it('on the first pass, takes what an earlier process left: pages not all-visible, no statistics', () => {
+    expect(maintenanceFor({ ...table, allVisible: 90 }, true)).toBe('vacuum');
+    expect(maintenanceFor({ ...table, allVisible: 90 }, false)).toBeNull();
+    expect(maintenanceFor({ ...table, reltuples: -1 }, true)).toBe('analyze');
+    expect(maintenanceFor({ ...table, reltuples: -1, pages: 0, allVisible: 0 }, true)).toBeNull();
+  });
+});
