@@ -4,7 +4,7 @@ import type * as DrizzlePgCore from 'drizzle-orm/pg-core';
 
 /**
  * drizzle-orm's runtime values, loaded from its CommonJS build and typed as its ES modules; with
- * ./orm-drivers.ts the only module that imports drizzle-orm for more than types.
+ * ./orm-drivers.ts the only module that imports drizzle-orm for more than types (eslint says so).
  *
  * Node 24's ES module loader re-reads drizzle's 178 kB package.json for each of its hundreds of
  * files, and V8 keeps the heap that garbage grew: importing the app left 250 MB RSS that way and
