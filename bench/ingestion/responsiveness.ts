@@ -23,11 +23,11 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { sql } from '../../src/db/orm.ts';
 import { loadConfig } from '../../src/config.ts';
 import { openPglite, openPostgres, queryRows, type Database } from '../../src/db/client.ts';
 import { loadLocalModel } from '../../src/embeddings/local.model.ts';
 import { withTitle } from '../../src/ingestion/title.ts';
-import { sql } from 'drizzle-orm';
 import { sharedJsonLines } from '../../test/support/fixtures.ts';
 import { api, saveResults } from '../support.ts';
 

@@ -25,7 +25,7 @@
  *     LATENCY_HNSW=16:64,24:128 LATENCY_EF_SEARCH=100,200 node bench/retrieval/latency.ts
  * LATENCY_REUSE=1 keeps the loaded collections (load once, measure when the machine is quiet).
  */
-import { sql } from 'drizzle-orm';
+import { sql } from '../../src/db/orm.ts';
 import { queryRows } from '../../src/db/client.ts';
 import { newId } from '../../src/db/ids.ts';
 import { analyze } from '../../src/retrieval/analyzer.ts';

@@ -8,7 +8,7 @@
  *   MODELS_DIR=… DATABASE_URL=postgres://… node bench/retrieval/scifact.ts
  * Env: SCIFACT_DOCS (limit the corpus), INGESTION_CONCURRENCY, CHUNK_TOKENS, … as for the server.
  */
-import { sql } from 'drizzle-orm';
+import { sql } from '../../src/db/orm.ts';
 import { queryRows } from '../../src/db/client.ts';
 import { api, percentile, pool, saveResults, startBenchServer } from '../support.ts';
 import { sharedLines } from '../../test/support/fixtures.ts';

@@ -1,4 +1,4 @@
-import { asc, eq, sql } from 'drizzle-orm';
+import { asc, eq, sql } from '../db/orm.ts';
 import type { Db } from '../db/client.ts';
 import { chatbots, type ChatbotRow } from '../db/schema/chatbots.ts';
 

@@ -1,4 +1,4 @@
-import { and, asc, count, desc, eq, isNull, lt, or, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, isNull, lt, or, sql } from '../db/orm.ts';
 import type { Db } from '../db/client.ts';
 import { conversations, type ConversationRow } from '../db/schema/conversations.ts';
 import { messages, type MessageRow, type StoredSource } from '../db/schema/messages.ts';

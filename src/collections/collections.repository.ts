@@ -1,4 +1,4 @@
-import { eq, sql } from 'drizzle-orm';
+import { eq, sql } from '../db/orm.ts';
 import { queryRows, type Db } from '../db/client.ts';
 import { collections, type CollectionRow } from '../db/schema/collections.ts';
 import { createIndexRepository } from '../retrieval/index.repository.ts';

@@ -1,4 +1,4 @@
-import { customType, timestamp } from 'drizzle-orm/pg-core';
+import { customType, timestamp } from './orm.ts';
 
 /** Timestamps are stored with time zone and always handled as UTC instants. */
 export const createdAt = () => timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow();

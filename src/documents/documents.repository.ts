@@ -1,4 +1,4 @@
-import { and, count, desc, eq, sql } from 'drizzle-orm';
+import { and, count, desc, eq, sql } from '../db/orm.ts';
 import { queryRows, type Db } from '../db/client.ts';
 import { retryOnDeadlock } from '../db/errors.ts';
 import { collections } from '../db/schema/collections.ts';

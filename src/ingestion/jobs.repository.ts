@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm';
+import { sql } from '../db/orm.ts';
 import { queryRows, type Db } from '../db/client.ts';
 import type { IngestionStage } from '../db/schema/documents.ts';
 import { createIndexRepository, type IndexedChunk } from '../retrieval/index.repository.ts';

@@ -1,4 +1,4 @@
-import { and, desc, eq, gte, isNull, sql } from 'drizzle-orm';
+import { and, desc, eq, gte, isNull, sql } from '../db/orm.ts';
 import type { Db } from '../db/client.ts';
 import { apiKeys, type ApiKeyRow, type KeyQuota, type KeyRateLimits } from '../db/schema/keys.ts';
 import { usageDaily } from '../db/schema/usage.ts';

@@ -1,4 +1,5 @@
-import { sql, type SQL } from 'drizzle-orm';
+import type { SQL } from 'drizzle-orm';
+import { sql } from '../db/orm.ts';
 import { AppError } from '../errors.ts';
 
 /**

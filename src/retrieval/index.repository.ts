@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm';
+import { sql } from '../db/orm.ts';
 import type { Db } from '../db/client.ts';
 import { chunks as chunksTable } from '../db/schema/chunks.ts';
 

@@ -1,4 +1,4 @@
-import { and, eq, gte, sql } from 'drizzle-orm';
+import { and, eq, gte, sql } from '../db/orm.ts';
 import type { Db } from '../db/client.ts';
 import { usageDaily } from '../db/schema/usage.ts';
 

@@ -1,4 +1,4 @@
-import { and, desc, eq, isNull, sql } from 'drizzle-orm';
+import { and, desc, eq, isNull, sql } from '../db/orm.ts';
 import { queryRows, type Db } from '../db/client.ts';
 import { webhookDeliveries, webhookEndpoints } from '../db/schema/webhooks.ts';
 

@@ -1,5 +1,5 @@
-import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { sql } from '../../src/db/orm.ts';
 import type { ConversationDetail } from '../../src/chatbots/chatbots.schemas.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 import {

@@ -1,6 +1,6 @@
-import { sql } from 'drizzle-orm';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { sql } from '../../src/db/orm.ts';
 import type { ChatbotRecord, Source } from '../../src/chatbots/chatbots.schemas.ts';
 import { queryRows } from '../../src/db/client.ts';
 import { createCollection, waitForDocument } from '../support/documents.ts';

@@ -1,5 +1,5 @@
-import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
+import { sql } from '../../src/db/orm.ts';
 import { openPglite, queryRows } from '../../src/db/client.ts';
 
 // Issue 13: a statement with more bind parameters than the protocol's 16-bit count broke the

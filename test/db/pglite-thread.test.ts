@@ -4,8 +4,8 @@
  * transactions see their own writes and nobody else's until they commit, a failed transaction
  * leaves nothing, PostgreSQL's error fields survive, notifications arrive.
  */
-import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from '../../src/db/orm.ts';
 import { openPglite, queryRows, type Database } from '../../src/db/client.ts';
 import { isUniqueViolation } from '../../src/db/errors.ts';
 import { runInBackground, runInteractive } from '../../src/db/priority.ts';

@@ -1,6 +1,6 @@
-import { sql } from 'drizzle-orm';
 import { strToU8 } from 'fflate';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from '../../src/db/orm.ts';
 import { queryRows } from '../../src/db/client.ts';
 import { parserPids } from '../support/processes.ts';
 import { until } from '../support/poll.ts';

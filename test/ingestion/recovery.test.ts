@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from '../../src/db/orm.ts';
 import { queryRows } from '../../src/db/client.ts';
 import { createJobsRepository } from '../../src/ingestion/jobs.repository.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';

@@ -1,5 +1,5 @@
-import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from '../../src/db/orm.ts';
 import { queryRows } from '../../src/db/client.ts';
 import { documentTitle, withTitle } from '../../src/ingestion/title.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';

@@ -1,6 +1,6 @@
-import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from '../../src/db/orm.ts';
 import { loadConfig } from '../../src/config.ts';
 import { openTestDatabase, type TestDatabase } from '../support/database.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';

@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
-import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from '../../src/db/orm.ts';
 import { queryRows } from '../../src/db/client.ts';
 import { randomBase62 } from '../../src/db/ids.ts';
 import { openTestDatabase, type TestDatabase } from '../support/database.ts';

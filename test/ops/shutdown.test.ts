@@ -1,8 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { sql } from 'drizzle-orm';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from '../../src/db/orm.ts';
 import { queryRows } from '../../src/db/client.ts';
 import { randomBase62 } from '../../src/db/ids.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';

@@ -7,8 +7,8 @@
  * it does for selective filters at any size), so the index path is also checked with the planner
  * pushed onto the HNSW index: without iterative scans it returns fewer than top_k, with them top_k.
  */
-import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from '../../src/db/orm.ts';
 import { queryRows } from '../../src/db/client.ts';
 import { newId } from '../../src/db/ids.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';

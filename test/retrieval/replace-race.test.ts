@@ -4,8 +4,8 @@
  * new version, not with nothing. The commit is placed exactly there: the real repository, with the
  * replace run right after its candidate read returns.
  */
-import { sql } from 'drizzle-orm';
 import { afterAll, describe, expect, it } from 'vitest';
+import { sql } from '../../src/db/orm.ts';
 import { createCollectionsRepository } from '../../src/collections/collections.repository.ts';
 import { createCollectionsService } from '../../src/collections/collections.service.ts';
 import { queryRows } from '../../src/db/client.ts';

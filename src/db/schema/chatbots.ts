@@ -1,4 +1,4 @@
-import { boolean, doublePrecision, index, integer, pgTable, text, jsonb } from 'drizzle-orm/pg-core';
+import { boolean, doublePrecision, index, integer, pgTable, text, jsonb } from '../orm.ts';
 import { createdAt, updatedAt } from '../columns.ts';
 
 /** A chatbot configuration, owned by the API key that created it. */

@@ -1,4 +1,4 @@
-import { bigint, index, integer, pgTable, text } from 'drizzle-orm/pg-core';
+import { bigint, index, integer, pgTable, text } from '../orm.ts';
 import { anyVector } from '../columns.ts';
 import { collections } from './collections.ts';
 import { documents } from './documents.ts';

@@ -1,4 +1,4 @@
-import { integer, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { integer, pgTable, text, uniqueIndex } from '../orm.ts';
 import { createdAt, updatedAt } from '../columns.ts';
 
 export const collections = pgTable(

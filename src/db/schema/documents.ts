@@ -1,5 +1,4 @@
-import { sql } from 'drizzle-orm';
-import { bigint, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { bigint, index, integer, jsonb, pgTable, sql, text, timestamp, uniqueIndex } from '../orm.ts';
 import { bytea, createdAt, updatedAt } from '../columns.ts';
 import { collections } from './collections.ts';
 

@@ -1,4 +1,4 @@
-import { bigint, index, integer, jsonb, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { bigint, index, integer, jsonb, pgTable, text, timestamp } from '../orm.ts';
 import { bytea, createdAt, updatedAt } from '../columns.ts';
 import { documents } from './documents.ts';
 

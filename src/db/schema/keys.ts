@@ -1,4 +1,4 @@
-import { index, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { index, jsonb, pgTable, text, timestamp, uniqueIndex } from '../orm.ts';
 import { createdAt, updatedAt } from '../columns.ts';
 
 export interface KeyRateLimits {

@@ -1,4 +1,4 @@
-import { boolean, jsonb, integer, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { boolean, jsonb, integer, pgTable, text, timestamp, uniqueIndex } from '../orm.ts';
 import { conversations } from './conversations.ts';
 
 export type MessageRole = 'user' | 'assistant';

@@ -1,4 +1,4 @@
-import { bigint, index, integer, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
+import { bigint, index, integer, pgTable, primaryKey, text } from '../orm.ts';
 import { chunks } from './chunks.ts';
 import { collections } from './collections.ts';
 

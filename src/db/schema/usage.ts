@@ -1,4 +1,4 @@
-import { bigint, date, integer, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
+import { bigint, date, integer, pgTable, primaryKey, text } from '../orm.ts';
 
 /** Per key, per UTC day, per model counters. Written in batches off the request path. */
 export const usageDaily = pgTable(

@@ -1,4 +1,4 @@
-import { index, integer, jsonb, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { index, integer, jsonb, pgTable, text, timestamp } from '../orm.ts';
 import { createdAt, updatedAt } from '../columns.ts';
 import { apiKeys } from './keys.ts';
 
