@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { sql } from 'drizzle-orm';
+import { sql } from './orm.ts';
 import { queryRows, type Db } from './client.ts';
 import { runInBackground } from './priority.ts';
 

@@ -4,7 +4,7 @@
  * fetched every heap page, and the planner had no statistics.
  */
 import { pino } from 'pino';
-import { sql } from 'drizzle-orm';
+import { sql } from '../../src/db/orm.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPglite, queryRows, type Database } from '../../src/db/client.ts';
 import { maintenanceFor, startEmbeddedMaintenance, type Maintenance } from '../../src/db/maintenance.ts';
