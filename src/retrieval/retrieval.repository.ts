@@ -25,7 +25,18 @@ export interface SearchQuery {
   efSearch: number;
   bm25: { k1: number; b: number };
   /** The BM25 leg's candidates (from `keywordCandidates`), best first. */
-  keywordIds: readonly string[];
+  keyword: KeywordCandidates;
+}
+
+/** The BM25 leg's candidates, best first, with their scores when those are already exact. */
+export interface KeywordCandidates {
+  ids: readonly string[];
+  /**
+   * Each candidate's BM25, present when every query term's whole posting list was read (no term
+   * has more postings than `termPostings`): then the scores are exact and `search` does not score
+   * these candidates again.
+   */
+  scores?: readonly number[] | undefined;
 }
 
 export interface KeywordQuery {
@@ -116,8 +127,8 @@ export function createRetrievalRepository(db: Db) {
      * `termPostings` of them (0: all), summed per chunk. It needs no query vector, so it runs while
      * the query is being embedded; `search` then scores every candidate exactly.
      */
-    async keywordCandidates(q: KeywordQuery): Promise<string[]> {
-      if (q.terms.length === 0) return [];
+    async keywordCandidates(q: KeywordQuery): Promise<KeywordCandidates> {
+      if (q.terms.length === 0) return { ids: [] };
       const col = collectionLiteral(q.collectionId);
       const { ctes, score } = bm25Scope(col, q.terms, q.bm25);
       // The filter applies inside the scan, so a selective filter still fills the list.
@@ -125,15 +136,19 @@ export function createRetrievalRepository(db: Db) {
               where p.collection_id = ${col} and p.term = qt.term
               ${q.filter ? sql`and p.chunk_id in (select c.id from chunks c where c.collection_id = ${col} ${filterClause(col, q.filter)})` : sql``}
               ${q.termPostings > 0 ? sql`order by ${IMPACT} desc limit ${q.termPostings}` : sql``}`;
-      const rows = await queryRows<{ id: string | number }>(
+      // Complete: no term's list was cut, so each candidate's sum is its exact BM25.
+      const complete =
+        q.termPostings > 0 ? sql`(select coalesce(bool_and(df.df <= ${q.termPostings}), true) from df)` : sql`true`;
+      const rows = await queryRows<{ id: string | number; score: number; complete: boolean }>(
         db,
         sql`with ${ctes}
-            select p.chunk_id as id, sum(${score}) as score
+            select p.chunk_id as id, sum(${score})::float8 as score, ${complete} as complete
             from qt join df on df.term = qt.term cross join lateral (${postings}) p cross join st
             group by p.chunk_id
             order by score desc, p.chunk_id limit ${q.candidates}`,
       );
-      return rows.map((r) => String(r.id));
+      const ids = rows.map((r) => String(r.id));
+      return rows[0]?.complete === true ? { ids, scores: rows.map((r) => r.score) } : { ids };
     },
 
     /**
@@ -148,7 +163,7 @@ export function createRetrievalRepository(db: Db) {
       const inFilter = filterClause(col, q.filter);
       const { ctes, score: bm25 } = bm25Scope(col, q.terms, q.bm25);
       const useDense = q.mode !== 'keyword';
-      const useKeyword = q.mode !== 'dense' && q.keywordIds.length > 0;
+      const useKeyword = q.mode !== 'dense' && q.keyword.ids.length > 0;
       // `+ 0` hides the ORDER BY from the HNSW index, forcing an exact scan of the filtered rows.
       const distance = q.exact
         ? sql`(c.embedding::vector(${dim}) <=> (select v from qv)) + 0`
@@ -160,20 +175,27 @@ export function createRetrievalRepository(db: Db) {
               order by ${distance} limit ${q.candidates}`
         : sql`select null::bigint as id, null::float8 as dist where false`;
 
+      const keywordScores = q.keyword.scores;
       const keyword = useKeyword
-        ? sql`select id from unnest(${sql.param(q.keywordIds)}::bigint[]) as k(id)`
-        : sql`select null::bigint as id where false`;
+        ? keywordScores
+          ? sql`select * from unnest(${sql.param(q.keyword.ids)}::bigint[], ${sql.param(keywordScores)}::float8[]) as k(id, score)`
+          : sql`select id, null::float8 as score from unnest(${sql.param(q.keyword.ids)}::bigint[]) as k(id)`
+        : sql`select null::bigint as id, null::float8 as score where false`;
       // Every candidate of either leg gets its exact BM25 from its own postings: the capped scan
       // picked candidates, but a candidate it cut from one term's list would otherwise be scored
       // without that term. A candidate's postings are read by chunk id (an index-only scan of a few
       // contiguous entries) and matched to the query's terms; `offset 0` keeps the planner from
       // probing the term-ordered indexes instead, whose posting lists it cannot see the length of.
+      // Candidates whose exact BM25 the keyword leg already has are not scored again.
       const rescored = useKeyword
         ? sql`select cand.id, sum(${bm25}) as score
-              from (select id from dense union select id from keyword) cand
+              from (select id from dense where id not in (select id from keyword where score is not null)
+                    union select id from keyword where score is null) cand
               cross join lateral (select term, tf, length from chunk_terms p where p.chunk_id = cand.id offset 0) p
               join qt on qt.term = p.term join df on df.term = qt.term cross join st
-              group by cand.id`
+              group by cand.id
+              union all
+              select id, score from keyword where score is not null`
         : sql`select null::bigint as id, null::float8 as score where false`;
 
       const wDense = sql`${q.mode === 'keyword' ? 0 : q.weights.dense}::float8`;
@@ -213,16 +235,20 @@ export function createRetrievalRepository(db: Db) {
           from (select id, similarity, bm25,
                        case when in_dense then dense_rank end as dense_rank,
                        case when in_keyword then keyword_rank end as keyword_rank
-                from scored) s)
+                from scored) s),
+        -- The text and the document of the top_k only (a document row is wide: it holds the original).
+        best as (
+          select f.* from fused f
+          where f.similarity >= ${q.threshold}::float8
+          order by ${order} desc, f.id
+          limit ${q.topK})
         select c.id as chunk_id, c.document_id, doc.name as document_name, doc.metadata, c.position, c.content,
                f.similarity, ${q.mode === 'dense' ? sql`null::float8` : sql`coalesce(f.bm25, 0)::float8`} as bm25,
                f.fused::float8 as fused
-        from fused f
+        from best f
         join chunks c on c.id = f.id
         join documents doc on doc.id = c.document_id
-        where f.similarity >= ${q.threshold}::float8
-        order by ${order} desc, c.id
-        limit ${q.topK}`;
+        order by ${order} desc, c.id`;
 
       // An exact scan reads no HNSW setting: one statement, without the transaction around it (on
       // the embedded database a transaction holds the one session for all of its round trips).

@@ -5,7 +5,7 @@ import { AppError } from '../errors.ts';
 import type { Principal } from '../keys/principal.ts';
 import { analyze } from './analyzer.ts';
 import { compileFilters, type Filters } from './filters.ts';
-import type { RetrievalRepository, SearchMode } from './retrieval.repository.ts';
+import type { KeywordCandidates, RetrievalRepository, SearchMode } from './retrieval.repository.ts';
 import { runInteractive } from '../db/priority.ts';
 
 export interface RetrievalSettings {
@@ -97,8 +97,8 @@ export function createRetrievalService({ repo, collections, embeddings, settings
         bm25,
         termPostings: settings.bm25.termPostings,
       });
-    const [keywordIds, { vectors }, exact] = await Promise.all([
-      request.mode === 'dense' ? [] : keywordCandidates(),
+    const [keyword, { vectors }, exact] = await Promise.all([
+      request.mode === 'dense' ? { ids: [] } : keywordCandidates(),
       resolved.model.embed([request.query], {
         priority: 'interactive',
         asQuery: true,
@@ -107,7 +107,7 @@ export function createRetrievalService({ repo, collections, embeddings, settings
       }),
       filter !== undefined && repo.countMatching(collection.id, filter).then((n) => n <= settings.exactBelow),
     ]);
-    const search = (ids: readonly string[]) =>
+    const search = (keywordLeg: KeywordCandidates) =>
       repo.search({
         collectionId: collection.id,
         dimensions: collection.dimensions,
@@ -127,13 +127,13 @@ export function createRetrievalService({ repo, collections, embeddings, settings
         },
         efSearch: Math.max(settings.efSearch, candidates),
         bm25,
-        keywordIds: ids,
+        keyword: keywordLeg,
       });
-    let hits = await search(keywordIds);
+    let hits = await search(keyword);
     // A replace (or delete) that committed between the two statements took the BM25 leg's
     // candidates with it; in keyword mode nothing else is left, so the leg runs again on the new
     // data rather than answer with nothing. (Hybrid still has its dense leg, read in one snapshot.)
-    if (hits.length === 0 && request.mode === 'keyword' && keywordIds.length > 0) {
+    if (hits.length === 0 && request.mode === 'keyword' && keyword.ids.length > 0) {
       hits = await search(await keywordCandidates());
     }
     const results = hits.map((h): RetrievedChunk => {
