@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { sql } from './orm.ts';
 import { queryRows, type Db } from './client.ts';
-import { runInBackground } from './priority.ts';
+import { runInBackground, sinceBackgroundStatement } from './priority.ts';
 
 /**
  * Autovacuum for the embedded database. PGlite runs PostgreSQL as a single backend, without the
@@ -15,7 +15,9 @@ import { runInBackground } from './priority.ts';
  * last vacuum exceed 1,000 + 20 %, analyze it when its rows changed since the last analyze exceed
  * 50 + 10 %. The counters start at zero with each process, so the first pass also takes every
  * table that has pages not known to be all-visible or was never analyzed. Each table is one
- * statement, run as background work: searches and other requests go first.
+ * statement, run as background work: searches and other requests go first; and a pass waits
+ * while ingestion is writing (a few minutes at most), since the database runs nothing else while
+ * a vacuum or analyze runs.
  */
 export interface Maintenance {
   /** One pass now (what the timer runs); resolves to the statements it ran. */
@@ -53,9 +55,19 @@ export function startEmbeddedMaintenance(options: {
   intervalMs?: number;
   /** Before the first pass, so that start-up is not slowed. */
   firstDelayMs?: number;
+  /**
+   * A pass waits while other background work (ingestion) sent a statement within this time: a
+   * vacuum or an analyze holds the embedded database for up to a few hundred milliseconds, and
+   * searches during ingestion already wait for its commits. At most `maxDeferMs` between passes.
+   */
+  quietMs?: number;
+  maxDeferMs?: number;
 }): Maintenance {
   const { db, log } = options;
+  const quietMs = options.quietMs ?? 2_000;
+  const maxDeferMs = options.maxDeferMs ?? 300_000;
   let firstPass = true;
+  let lastPass = performance.now();
   let running: Promise<string[]> | undefined;
   let closed = false;
 
@@ -83,6 +95,7 @@ export function startEmbeddedMaintenance(options: {
       log.debug({ statement, ms: Math.round(performance.now() - started) }, 'embedded database maintenance');
     }
     firstPass = false;
+    lastPass = performance.now();
     return ran;
   };
 
@@ -95,6 +108,7 @@ export function startEmbeddedMaintenance(options: {
   };
 
   const tick = () => {
+    if (sinceBackgroundStatement() < quietMs && performance.now() - lastPass < maxDeferMs) return;
     runOnce().catch((error: unknown) => {
       if (!closed) log.warn({ err: error }, 'embedded database maintenance failed; retried at the next pass');
     });

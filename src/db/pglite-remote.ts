@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import type { Message, Request, WireError } from './pglite-protocol.ts';
-import { inBackground, onInteractive } from './priority.ts';
+import { inBackground, noteBackgroundStatement, onInteractive } from './priority.ts';
 
 /** What a statement may ask of the driver; `parsers` keys are types to return as PostgreSQL's text. */
 export interface RemoteQueryOptions {
@@ -108,7 +108,12 @@ export async function startPgliteThread(
   };
 
   /** Inside a transaction, its id; outside, whether background work asks (it then waits its turn). */
-  const scope = (tx: number | undefined) => (tx !== undefined ? { tx } : inBackground() ? { background: true } : {});
+  const scope = (tx: number | undefined) => {
+    if (tx !== undefined) return { tx };
+    if (!inBackground()) return {};
+    noteBackgroundStatement();
+    return { background: true };
+  };
   const queryable = (tx?: number): RemoteQueryable => ({
     query: <T>(sql: string, params: unknown[] = [], options: RemoteQueryOptions = {}) =>
       call<RemoteResults<T>>({

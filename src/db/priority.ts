@@ -15,6 +15,14 @@ export const runInBackground = <T>(work: () => PromiseLike<T>): Promise<T> =>
 /** Whether the caller is background work. */
 export const inBackground = (): boolean => background.getStore() === true;
 
+let lastBackgroundStatement = -Infinity;
+/** Records that background work sent the embedded database a statement (pglite-remote.ts). */
+export const noteBackgroundStatement = (): void => {
+  lastBackgroundStatement = performance.now();
+};
+/** Milliseconds since background work last sent the embedded database a statement. */
+export const sinceBackgroundStatement = (): number => performance.now() - lastBackgroundStatement;
+
 /**
  * Interactive work of several statements with gaps between them (a search: the collection, the
  * BM25 leg, the query embedding on another thread, then the ranked statement). While any runs,

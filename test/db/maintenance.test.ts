@@ -3,11 +3,14 @@
  * page of the embedded database was ever all-visible: an index-only scan of the posting index
  * fetched every heap page, and the planner had no statistics.
  */
+import { setTimeout } from 'node:timers/promises';
 import { pino } from 'pino';
 import { sql } from '../../src/db/orm.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPglite, queryRows, type Database } from '../../src/db/client.ts';
 import { maintenanceFor, startEmbeddedMaintenance, type Maintenance } from '../../src/db/maintenance.ts';
+import { runInBackground } from '../../src/db/priority.ts';
+import { until } from '../support/poll.ts';
 
 let database: Database;
 let maintenance: Maintenance;
@@ -73,6 +76,38 @@ describe('maintenance of the embedded database', () => {
     expect(await maintenance.runOnce()).toEqual(expect.arrayContaining(['vacuum "postings"']));
     const after = await state();
     expect(after?.allvisible).toBe(after?.pages);
+  });
+});
+
+describe('passes on a timer', () => {
+  it('wait while background work (ingestion) is writing, then run', async () => {
+    const db = database.db;
+    await db.execute(sql`create table busy (id int)`);
+    await db.execute(sql`insert into busy select generate_series(1, 5000)`);
+    const visible = async () =>
+      (await queryRows<{ n: number }>(db, sql`select relallvisible as n from pg_class where relname = 'busy'`))[0]?.n ??
+      0;
+    const timed = startEmbeddedMaintenance({
+      db,
+      log: pino({ level: 'silent' }),
+      firstDelayMs: 50,
+      intervalMs: 100,
+      quietMs: 400,
+      maxDeferMs: 60_000,
+    });
+    try {
+      // Background statements every 50 ms for 1.5 s: no pass may start meanwhile.
+      const busyUntil = performance.now() + 1_500;
+      while (performance.now() < busyUntil) {
+        await runInBackground(() => db.execute(sql`select count(*) from busy where id < 10`));
+        await setTimeout(50);
+      }
+      expect(await visible()).toBe(0);
+      // Quiet: the next pass vacuums it.
+      await until('a vacuum of busy', async () => (await visible()) > 0, { timeoutMs: 5_000 });
+    } finally {
+      await timed.close();
+    }
   });
 });
 
