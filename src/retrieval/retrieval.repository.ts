@@ -82,17 +82,21 @@ function bm25Scope(col: SQL, terms: { term: string; count: number }[], bm25: { k
   const k1 = sql`${bm25.k1}::float8`;
   const b = sql`${bm25.b}::float8`;
   return {
+    // Per term and per collection, the parts of BM25 that do not depend on the posting, computed
+    // once (a logarithm per posting was most of the keyword leg's arithmetic).
     ctes: sql`qt (term, qtf) as (
           select * from unnest(${sql.param(terms.map((t) => t.term))}::text[], ${sql.param(terms.map((t) => t.count))}::int[])),
-        st as (
+        st as materialized (
           select greatest(chunk_count, 1)::float8 as n,
-                 case when chunk_count > 0 then total_terms::float8 / chunk_count else 1 end as avgdl
+                 ${k1} * (1 - ${b}) as a,
+                 ${k1} * ${b} / case when chunk_count > 0 then total_terms::float8 / chunk_count else 1 end as c
           from collection_stats where collection_id = ${col}),
-        df as (
-          select s.term, s.df::float8 as df from term_stats s join qt on qt.term = s.term
+        df as materialized (
+          select s.term, s.df::float8 as df,
+                 qt.qtf * ln(1 + (st.n - s.df + 0.5) / (s.df + 0.5)) * (${k1} + 1) as w
+          from term_stats s join qt on qt.term = s.term cross join st
           where s.collection_id = ${col} and s.df > 0)`,
-    score: sql`qt.qtf * ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5))
-               * p.tf * (${k1} + 1) / (p.tf + ${k1} * (1 - ${b} + ${b} * p.length / st.avgdl))`,
+    score: sql`df.w * p.tf / (p.tf + st.a + st.c * p.length)`,
   };
 }
 

@@ -36,7 +36,13 @@ afterAll(async () => {
 
 describe('chatbot rerank', () => {
   it('reranks the fused candidates when rag_rerank is set, and not otherwise', async () => {
-    const base = { model: 'mock-chat', use_rag: true, rag_collection: 'kb', rag_top_k: 1, rag_similarity_threshold: -1 };
+    const base = {
+      model: 'mock-chat',
+      use_rag: true,
+      rag_collection: 'kb',
+      rag_top_k: 1,
+      rag_similarity_threshold: -1,
+    };
     const plain = await createChatbot(t, base);
     expect((plain as { rag_rerank: unknown }).rag_rerank).toBeNull();
     await say(t, plain.id, 'Which animal purrs when content?');
