@@ -166,6 +166,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   const embeddingsApi = createEmbeddingsModule({ registry: embeddings, usage });
   const retrieval = createRetrievalModule({
     db: database.db,
+    oneSession: database.kind === 'pglite',
     collections: collections.service,
     embeddings,
     settings: config.retrieval,

@@ -8,6 +8,8 @@ import { createRetrievalService, type RetrievalDeps } from './retrieval.service.
 
 export interface RetrievalModuleDeps {
   db: Db;
+  /** The embedded database: one session, this process's alone (see RetrievalRepositoryOptions). */
+  oneSession: boolean;
   collections: CollectionsService;
   embeddings: EmbeddingRegistry;
   settings: RetrievalDeps['settings'];
@@ -20,7 +22,7 @@ export interface RetrievalModuleDeps {
  */
 export function createRetrievalModule(deps: RetrievalModuleDeps) {
   const service = createRetrievalService({
-    repo: createRetrievalRepository(deps.db),
+    repo: createRetrievalRepository(deps.db, { oneSession: deps.oneSession }),
     collections: deps.collections,
     embeddings: deps.embeddings,
     settings: deps.settings,

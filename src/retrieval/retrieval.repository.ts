@@ -111,7 +111,38 @@ function collectionLiteral(collectionId: string): SQL {
   return sql.raw(`'${collectionId}'`);
 }
 
-export function createRetrievalRepository(db: Db) {
+export interface RetrievalRepositoryOptions {
+  /**
+   * The database is one session that only this process uses (the embedded PGlite): the HNSW
+   * settings are set on the session when they change, and a search is then one statement instead
+   * of a transaction (begin, set, search, commit: four round trips between the threads).
+   */
+  oneSession?: boolean;
+}
+
+/**
+ * What each one-session database has, as last set (see `oneSession`); per database, not per
+ * repository, since every repository on it shares the session. Assigned before each SET is sent:
+ * the session runs statements in the order they are sent, so this is what it will have.
+ */
+const sessionSettings = new WeakMap<Db, { efSearch: number }>();
+
+export function createRetrievalRepository(db: Db, options: RetrievalRepositoryOptions = {}) {
+  const onSession = async (efSearch: number): Promise<void> => {
+    const current = sessionSettings.get(db);
+    if (current?.efSearch === efSearch) return;
+    sessionSettings.set(db, { efSearch });
+    try {
+      // pgvector 0.8: keep scanning the graph until enough rows pass a filter. Without a filter
+      // the first ef_search rows already fill the candidates, so it changes nothing there.
+      if (current === undefined) await db.execute(sql.raw(`set hnsw.iterative_scan = relaxed_order`));
+      await db.execute(sql.raw(`set hnsw.ef_search = ${efSearch}`));
+    } catch (error) {
+      sessionSettings.delete(db);
+      throw error;
+    }
+  };
+
   return {
     /**
      * Chunks of searchable documents matching the filter: decides between exact and ANN search. A
@@ -257,8 +288,13 @@ export function createRetrievalRepository(db: Db) {
       // An exact scan reads no HNSW setting: one statement, without the transaction around it (on
       // the embedded database a transaction holds the one session for all of its round trips).
       if (q.exact) return queryRows<SearchHit>(db, statement);
+      const efSearch = Math.max(10, Math.min(1000, Math.trunc(q.efSearch)));
+      if (options.oneSession) {
+        await onSession(efSearch);
+        return queryRows<SearchHit>(db, statement);
+      }
       return db.transaction(async (tx) => {
-        await tx.execute(sql.raw(`set local hnsw.ef_search = ${Math.max(10, Math.min(1000, Math.trunc(q.efSearch)))}`));
+        await tx.execute(sql.raw(`set local hnsw.ef_search = ${efSearch}`));
         // pgvector 0.8: keep scanning the graph until enough rows pass the filter.
         if (q.filter && !q.exact) await tx.execute(sql.raw(`set local hnsw.iterative_scan = relaxed_order`));
         return queryRows<SearchHit>(tx, statement);

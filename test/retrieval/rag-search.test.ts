@@ -280,6 +280,32 @@ describe('selective filters over a larger collection', () => {
   }, 120_000);
 });
 
+describe('HNSW settings on the embedded database', () => {
+  // One session, ragport's alone: a search sets ef_search on it when it changes and then runs as
+  // one statement, without a transaction around it.
+  it('a search leaves the session at max(HNSW_EF_SEARCH, its candidate count)', async (ctx) => {
+    if (t.database.kind !== 'pglite') ctx.skip();
+    await createCollection(t, 'ef_session');
+    await upload('ef_session', 'a.txt', 'Quokkas live on Rottnest Island and eat leaves.');
+    const show = async () =>
+      (await queryRows<{ v: string }>(t.database.db, sql`select current_setting('hnsw.ef_search') as v`))[0]?.v;
+    const parameters = { query: 'quokka', collection: 'ef_session', similarity_threshold: -1, mode: 'dense' };
+    const configured = t.config.retrieval.efSearch;
+    expect(await hits({ ...parameters, top_k: 3 })).toHaveLength(1);
+    expect(await show()).toBe(String(Math.max(configured, 100)));
+    // top_k 100: 400 candidates.
+    expect(await hits({ ...parameters, top_k: 100 })).toHaveLength(1);
+    expect(await show()).toBe(String(Math.max(configured, 400)));
+    expect(await hits({ ...parameters, top_k: 3 })).toHaveLength(1);
+    expect(await show()).toBe(String(Math.max(configured, 100)));
+    const [iterative] = await queryRows<{ v: string }>(
+      t.database.db,
+      sql`select current_setting('hnsw.iterative_scan') as v`,
+    );
+    expect(iterative?.v).toBe('relaxed_order');
+  });
+});
+
 describe('BM25 posting lists longer than BM25_TERM_POSTINGS', () => {
   it('are read best first: the same top results as reading every posting', async () => {
     await createCollection(t, 'dense_terms');
