@@ -10,6 +10,7 @@ import { PGlite, type Transaction } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite/vector';
 import { createIdleCollector } from '../threads/idle-gc.ts';
 import type { Request, Response, WireError } from './pglite-protocol.ts';
+import { createPreparedStatements } from './pglite-statements.ts';
 import { createPriorityGate } from './priority.ts';
 
 if (!parentPort) throw new Error('pglite.worker.ts runs as a worker thread');
@@ -34,6 +35,9 @@ const pg = await PGlite.create({
 });
 
 const identity = (value: unknown) => value;
+
+/** Each statement text is parsed once and run by name after (pglite-statements.ts). */
+const statements = createPreparedStatements(pg);
 
 /** Open transactions by id: the callback of `pg.transaction` waits for the server's decision. */
 const transactions = new Map<number, { tx: Transaction; decide: (commit: boolean) => void; settled: Promise<void> }>();
@@ -118,7 +122,8 @@ async function handle(request: Request): Promise<void> {
         rowMode: request.rowMode,
         ...(request.rawTypes ? { parsers: Object.fromEntries(request.rawTypes.map((oid) => [oid, identity])) } : {}),
       };
-      const result = await inTurn(request, (target) => target.query(request.sql, request.params, options));
+      const inTransaction = request.tx !== undefined;
+      const result = await inTurn(request, () => statements.query(request.sql, request.params, options, inTransaction));
       reply({ id, ok: true, value: result }, transferables(result.rows));
       return;
     }
