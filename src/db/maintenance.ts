@@ -13,7 +13,9 @@ import { runInBackground, sinceBackgroundStatement } from './priority.ts';
  * This applies autovacuum's default rules to the counters PostgreSQL keeps for the session:
  * vacuum a table when its dead rows exceed 50 + 20 % of its rows or its rows inserted since the
  * last vacuum exceed 1,000 + 20 %, analyze it when its rows changed since the last analyze exceed
- * 50 + 10 %. The counters start at zero with each process, so the first pass also takes every
+ * 50 + 10 %, or by the table's own settings where it has them (`alter table … set
+ * (autovacuum_vacuum_insert_threshold = …)`, as the postings table does: migration 0014), as
+ * autovacuum would. The counters start at zero with each process, so the first pass also takes every
  * table that has pages not known to be all-visible or was never analyzed. Each table is one
  * statement, run as background work: searches and other requests go first; and a pass waits
  * while ingestion is writing (a few minutes at most), since the database runs nothing else while
@@ -34,13 +36,41 @@ interface TableState {
   dead: number;
   insertedSinceVacuum: number;
   modifiedSinceAnalyze: number;
+  /** The table's storage parameters (`pg_class.reloptions`), e.g. `autovacuum_vacuum_threshold=50`. */
+  options?: string[] | null;
+}
+
+/** Autovacuum's defaults, which a table's storage parameters override one by one. */
+const DEFAULTS = {
+  autovacuum_vacuum_threshold: 50,
+  autovacuum_vacuum_scale_factor: 0.2,
+  autovacuum_vacuum_insert_threshold: 1_000,
+  autovacuum_vacuum_insert_scale_factor: 0.2,
+  autovacuum_analyze_threshold: 50,
+  autovacuum_analyze_scale_factor: 0.1,
+};
+
+function settingsOf(options: string[] | null | undefined): typeof DEFAULTS & { enabled: boolean } {
+  const settings = { ...DEFAULTS, enabled: true };
+  for (const option of options ?? []) {
+    const at = option.indexOf('=');
+    const [key, value] = [option.slice(0, at), option.slice(at + 1)];
+    if (key === 'autovacuum_enabled') settings.enabled = !['false', 'off', 'no', '0'].includes(value.toLowerCase());
+    else if (key in DEFAULTS && Number.isFinite(Number(value))) settings[key as keyof typeof DEFAULTS] = Number(value);
+  }
+  return settings;
 }
 
 /** What a pass does to one table: its statement, or nothing. */
 export function maintenanceFor(t: TableState, firstPass: boolean): 'vacuum (analyze)' | 'vacuum' | 'analyze' | null {
   const rows = Math.max(t.reltuples, 0);
-  let vacuum = t.dead > 50 + 0.2 * rows || t.insertedSinceVacuum > 1_000 + 0.2 * rows;
-  let analyze = t.modifiedSinceAnalyze > 50 + 0.1 * rows;
+  const set = settingsOf(t.options);
+  // A table with autovacuum turned off is left alone, as autovacuum would leave it.
+  if (!set.enabled) return null;
+  let vacuum =
+    t.dead > set.autovacuum_vacuum_threshold + set.autovacuum_vacuum_scale_factor * rows ||
+    t.insertedSinceVacuum > set.autovacuum_vacuum_insert_threshold + set.autovacuum_vacuum_insert_scale_factor * rows;
+  let analyze = t.modifiedSinceAnalyze > set.autovacuum_analyze_threshold + set.autovacuum_analyze_scale_factor * rows;
   if (firstPass && t.pages > 0) {
     vacuum ||= t.allVisible < t.pages;
     analyze ||= t.reltuples < 0;
@@ -79,7 +109,7 @@ export function startEmbeddedMaintenance(options: {
       sql`select c.relname as name, c.reltuples::float8 as reltuples, c.relallvisible as "allVisible",
                  (pg_relation_size(c.oid) / current_setting('block_size')::int)::int as pages,
                  s.n_dead_tup::int as dead, s.n_ins_since_vacuum::int as "insertedSinceVacuum",
-                 s.n_mod_since_analyze::int as "modifiedSinceAnalyze"
+                 s.n_mod_since_analyze::int as "modifiedSinceAnalyze", c.reloptions as options
           from pg_stat_user_tables s join pg_class c on c.oid = s.relid
           where s.schemaname = 'public'`,
     );

@@ -79,6 +79,42 @@ describe('maintenance of the embedded database', () => {
   });
 });
 
+describe("a table's own autovacuum settings", () => {
+  it('are read from the catalog: 150 inserted rows vacuum a table set to 100, not the default 1,000', async () => {
+    await database.db.execute(
+      sql`create table settled (id int primary key)
+          with (autovacuum_vacuum_insert_threshold = 100, autovacuum_vacuum_insert_scale_factor = 0)`,
+    );
+    await database.db.execute(sql`create table unsettled (id int primary key)`);
+    await maintenance.runOnce();
+    await database.db.execute(sql`insert into settled select g from generate_series(1, 150) g`);
+    await database.db.execute(sql`insert into unsettled select g from generate_series(1, 150) g`);
+    const ran = await maintenance.runOnce();
+    expect(ran.some((s) => s.startsWith('vacuum') && s.endsWith('"settled"'))).toBe(true);
+    expect(ran.some((s) => s.startsWith('vacuum') && s.endsWith('"unsettled"'))).toBe(false);
+  });
+
+  it('the postings table has them once migrated (migration 0014)', async () => {
+    const migrated = await openPglite();
+    try {
+      await migrated.migrate();
+      const [row] = await queryRows<{ options: string[] }>(
+        migrated.db,
+        sql`select reloptions as options from pg_class where relname = 'chunk_terms'`,
+      );
+      expect(row?.options).toEqual(
+        expect.arrayContaining([
+          'autovacuum_vacuum_insert_threshold=100000',
+          'autovacuum_vacuum_insert_scale_factor=0',
+          'autovacuum_vacuum_scale_factor=0.02',
+        ]),
+      );
+    } finally {
+      await migrated.close();
+    }
+  });
+});
+
 describe('passes on a timer', () => {
   it('wait while background work (ingestion) is writing, then run', async () => {
     const db = database.db;
@@ -135,5 +171,26 @@ describe('autovacuum rules', () => {
     expect(maintenanceFor({ ...table, allVisible: 90 }, false)).toBeNull();
     expect(maintenanceFor({ ...table, reltuples: -1 }, true)).toBe('analyze');
     expect(maintenanceFor({ ...table, reltuples: -1, pages: 0, allVisible: 0 }, true)).toBeNull();
+  });
+  it("follows a table's own autovacuum settings, as autovacuum does", () => {
+    // The postings table's (migration 0014): every 100,000 inserted rows, 2 % dead rows.
+    const postings = {
+      ...table,
+      reltuples: 40_000_000,
+      options: [
+        'autovacuum_vacuum_insert_threshold=100000',
+        'autovacuum_vacuum_insert_scale_factor=0',
+        'autovacuum_vacuum_scale_factor=0.02',
+      ],
+    };
+    expect(maintenanceFor({ ...postings, insertedSinceVacuum: 100_000 }, false)).toBeNull();
+    expect(maintenanceFor({ ...postings, insertedSinceVacuum: 100_001 }, false)).toBe('vacuum');
+    // The default would wait for 8,001,000 inserted rows here.
+    expect(maintenanceFor({ ...postings, options: null, insertedSinceVacuum: 8_000_000 }, false)).toBeNull();
+    expect(maintenanceFor({ ...postings, dead: 800_051 }, false)).toBe('vacuum');
+    expect(maintenanceFor({ ...postings, dead: 800_049 }, false)).toBeNull();
+    // Settings not given keep their defaults (analyze at 50 + 10 %).
+    expect(maintenanceFor({ ...postings, modifiedSinceAnalyze: 4_000_051 }, false)).toBe('analyze');
+    expect(maintenanceFor({ ...table, options: ['autovacuum_enabled=false'], dead: 9_999 }, false)).toBeNull();
   });
 });
