@@ -331,8 +331,9 @@ for (const size of sizes) {
             tool_name: 'rag_search',
             parameters: { query, collection: name, top_k: 10, similarity_threshold: -1, mode },
           });
-          latencies[mode].push(performance.now() - start);
-          if (mode === 'hybrid') slowest.push({ ms: performance.now() - start, query });
+          const ms = performance.now() - start;
+          latencies[mode].push(ms);
+          if (mode === 'hybrid') slowest.push({ ms, query });
           if (r.status !== 200) throw new Error(JSON.stringify(r.body));
           const exact = exactTop.get(query);
           if (mode === 'dense' && i < recallQueries && exact) {

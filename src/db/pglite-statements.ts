@@ -41,8 +41,6 @@ function concat(parts: Uint8Array[]): Uint8Array {
 export interface PreparedStatements {
   /** Runs `text` as PGlite's `query` would, through a named statement. */
   query(text: string, params: readonly unknown[], options: Options, inTransaction: boolean): Promise<Results>;
-  /** Statements prepared in the session now. */
-  readonly size: number;
 }
 
 /** Keeps at most `capacity` statements, least recently used closed first. */
@@ -55,6 +53,9 @@ export function createPreparedStatements(pg: PGlite, capacity = 100): PreparedSt
   const statements = new Map<string, { name: string; types: number[] }>();
   let counter = 0;
 
+  const close = (name: string) =>
+    pg.execProtocolStream(concat([serialize.close({ type: 'S', name }), serialize.sync()]), { syncToFs: false });
+
   const prepare = async (text: string) => {
     const name = `ragport_${++counter}`;
     const messages = await pg.execProtocolStream(
@@ -66,9 +67,7 @@ export function createPreparedStatements(pg: PGlite, capacity = 100): PreparedSt
     while (statements.size > capacity) {
       const [oldest, old] = statements.entries().next().value as [string, { name: string }];
       statements.delete(oldest);
-      await pg.execProtocolStream(concat([serialize.close({ type: 'S', name: old.name }), serialize.sync()]), {
-        syncToFs: false,
-      });
+      await close(old.name);
     }
     return entry;
   };
@@ -102,9 +101,6 @@ export function createPreparedStatements(pg: PGlite, capacity = 100): PreparedSt
   };
 
   return {
-    get size() {
-      return statements.size;
-    },
     query: (text, params, options, inTransaction) => {
       if (text.length > MAX_TEXT) return pg.query(text, params as unknown[], options);
       return internals._runExclusiveQuery(async () => {
@@ -117,11 +113,7 @@ export function createPreparedStatements(pg: PGlite, capacity = 100): PreparedSt
           // transaction the error has already aborted it, so it is the caller's to see.
           const stale = statements.get(text);
           statements.delete(text);
-          if (stale) {
-            await pg.execProtocolStream(concat([serialize.close({ type: 'S', name: stale.name }), serialize.sync()]), {
-              syncToFs: false,
-            });
-          }
+          if (stale) await close(stale.name);
           if (inTransaction) throw annotate(error, text, params);
           result = await run(text, params, options);
         }
