@@ -36,6 +36,18 @@ const CLOCK_TICK = 100;
 const PHASES = new Set((process.env.BENCH_PHASES ?? 'load,stream,zero,held').split(','));
 /** Token rate of the 1,000 held-open streams. */
 const HELD_TPS = Number(process.env.BENCH_HELD_TPS ?? 50);
+/**
+ * The Node options ragport runs with: those `npm start` passes (package.json), so that the bench
+ * measures what users run; BENCH_NODE_OPTIONS replaces them ("" for Node's and V8's defaults).
+ */
+const NODE_OPTIONS = (process.env.BENCH_NODE_OPTIONS ?? startScriptOptions()).split(' ').filter(Boolean);
+
+function startScriptOptions(): string {
+  const { scripts } = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as {
+    scripts: { start: string };
+  };
+  return (/^node ((?:--\S+ )*)/.exec(scripts.start)?.[1] ?? '').trim();
+}
 
 interface Target {
   name: string;
@@ -43,6 +55,8 @@ interface Target {
   path: string;
   headers: Record<string, string>;
   pid: number | undefined;
+  /** ragport's process, which answers 'memory' with its process.memoryUsage(). */
+  child?: ChildProcess;
 }
 
 const children: ChildProcess[] = [];
@@ -251,11 +265,20 @@ function table(rows: Row[]): string {
 async function heldStreams(
   target: Target,
   count: number,
-): Promise<{ result: LoadResult; peakRssMb: number; idleRssMb: number }> {
+): Promise<{ result: LoadResult; peakRssMb: number; idleRssMb: number; peakMemory?: NodeJS.MemoryUsage }> {
   const idleRssMb = rssMb(target.pid);
   let peakRssMb = idleRssMb;
+  // What the main thread's heap held when RSS peaked (worker threads' heaps are in RSS only).
+  let peakMemory: NodeJS.MemoryUsage | undefined;
+  const onMemory = (m: unknown) => {
+    peakMemory = (m as { memory?: NodeJS.MemoryUsage }).memory ?? peakMemory;
+  };
+  target.child?.on('message', onMemory);
   const sampler = setInterval(() => {
-    peakRssMb = Math.max(peakRssMb, rssMb(target.pid));
+    const rss = rssMb(target.pid);
+    if (rss <= peakRssMb) return;
+    peakRssMb = rss;
+    target.child?.send('memory');
   }, 50);
   const result = await runLoad({
     origin: target.origin,
@@ -267,7 +290,9 @@ async function heldStreams(
     perWorker: 1,
   });
   clearInterval(sampler);
-  return { result, peakRssMb, idleRssMb };
+  await sleep(100);
+  target.child?.off('message', onMemory);
+  return { result, peakRssMb, idleRssMb, ...(peakMemory ? { peakMemory } : {}) };
 }
 
 async function main(): Promise<void> {
@@ -289,7 +314,7 @@ async function main(): Promise<void> {
   const startRagport = async (
     name: string,
     databaseUrl: string | undefined,
-    execArgv: string[] = [],
+    execArgv: string[] = NODE_OPTIONS,
   ): Promise<Target> => {
     const { child, ready } = await forkTs<{ port: number; key: string }>(
       'ragport-server.ts',
@@ -302,6 +327,7 @@ async function main(): Promise<void> {
       path: '/api/v1/chat/completions',
       headers: { authorization: `Bearer ${ready.key}` },
       pid: child.pid,
+      child,
     };
   };
   const direct: Target = {
@@ -356,20 +382,22 @@ async function main(): Promise<void> {
   async function held(lines: string[], raw: Record<string, unknown>): Promise<void> {
     const heldDirect = await heldStreams(direct, 1_000);
     raw.direct = heldDirect;
+    // With the options `npm start` passes, and with Node's defaults to show what they change.
+    const defaults: [string, string | undefined, string[]][] =
+      NODE_OPTIONS.length > 0 ? [['ragport, V8 defaults', pgUrl, []]] : [];
     const fresh: [string, string | undefined, string[]][] = pgUrl
-      ? [
-          ['ragport', pgUrl, []],
-          ['ragport --max-semi-space-size=8', pgUrl, ['--max-semi-space-size=8']],
-          ['ragport-pglite', undefined, []],
-        ]
-      : [['ragport-pglite', undefined, []]];
+      ? [['ragport', pgUrl, NODE_OPTIONS], ...defaults, ['ragport-pglite', undefined, NODE_OPTIONS]]
+      : [['ragport-pglite', undefined, NODE_OPTIONS], ...defaults];
     for (const [name, url, execArgv] of fresh) {
       const t = await startRagport(name, url, execArgv);
       await runLoad({ ...t, body: chatBody(false), concurrency: 4, durationMs: 500 });
       const h = await heldStreams(t, 1_000);
       raw[t.name] = h;
       lines.push(
-        `1,000 concurrent streams (50 ms, ${HELD_TPS} tok/s, 100 tokens each) through ${t.name}: RSS ${fmt(h.idleRssMb, 0)} MB before, ${fmt(h.peakRssMb, 0)} MB peak; ` +
+        `1,000 concurrent streams (50 ms, ${HELD_TPS} tok/s, 100 tokens each) through ${t.name}: RSS ${fmt(h.idleRssMb, 0)} MB before, ${fmt(h.peakRssMb, 0)} MB peak` +
+          (h.peakMemory
+            ? ` (main thread's V8 heap then ${fmt(h.peakMemory.heapUsed / 2 ** 20, 0)} MB used of ${fmt(h.peakMemory.heapTotal / 2 ** 20, 0)}, external ${fmt(h.peakMemory.external / 2 ** 20, 0)} MB); `
+            : '; ') +
           `TTFT p50/p99 ${fmt(h.result.ttft50, 1)}/${fmt(h.result.ttft99, 1)} ms vs direct ${fmt(heldDirect.result.ttft50, 1)}/${fmt(heldDirect.result.ttft99, 1)} ms ` +
           `(overhead ${fmt(h.result.ttft50 - heldDirect.result.ttft50, 1)}/${fmt(h.result.ttft99 - heldDirect.result.ttft99, 1)} ms); ` +
           `completed ${h.result.requests}/1000, errors ${h.result.errors} (direct ${heldDirect.result.requests}/1000).`,
@@ -384,6 +412,7 @@ async function main(): Promise<void> {
   const output = [
     `Gateway benchmark ${started.toISOString()} commit ${commit}, ${cpus().length} cores, load average before ${loadBefore.toFixed(2)}`,
     `${DURATION_MS / 1000}s per cell after ${WARMUP_MS / 1000}s warm-up; closed-loop undici load generator in a third process.`,
+    `ragport runs with Node options: ${NODE_OPTIONS.length > 0 ? NODE_OPTIONS.join(' ') : "none (Node's defaults)"}.`,
     '',
     table(rows),
     '',
@@ -399,7 +428,7 @@ async function main(): Promise<void> {
   writeFileSync(path.join(resultsDir, `${stem}.md`), `${output}\n`);
   writeFileSync(
     path.join(resultsDir, `${stem}.json`),
-    `${JSON.stringify({ started: started.toISOString(), commit, rows, held: heldRaw, notes }, null, 2)}\n`,
+    `${JSON.stringify({ started: started.toISOString(), commit, nodeOptions: NODE_OPTIONS, rows, held: heldRaw, notes }, null, 2)}\n`,
   );
 }
 

@@ -127,7 +127,7 @@ describe('Dockerfile', () => {
   it('starts the server the way npm start does', () => {
     const cmd = JSON.parse(all('CMD').at(-1)?.args ?? '[]') as string[];
     expect(cmd.join(' ')).toBe(pkg.scripts.start);
-    expect(existsSync(path.join(root, cmd[1] ?? ''))).toBe(true);
+    expect(existsSync(path.join(root, cmd.at(-1) ?? ''))).toBe(true);
   });
 
   it('health-checks a route that exists and answers 200, on the configured port', async () => {
@@ -194,7 +194,7 @@ describe('docker-compose.yml', () => {
   it('runs ingestion in the worker (npm run worker), none in the API', () => {
     const worker = services.worker as Service;
     expect(worker.command?.join(' ')).toBe(pkg.scripts.worker);
-    expect(existsSync(path.join(root, worker.command?.[1] ?? ''))).toBe(true);
+    expect(existsSync(path.join(root, worker.command?.at(-1) ?? ''))).toBe(true);
     expect(loadConfig(environment(worker)).ingestionConcurrency).toBeGreaterThan(0);
     expect(loadConfig(environment(services.ragport as Service)).ingestionConcurrency).toBe(0);
   });

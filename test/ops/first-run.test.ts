@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import OpenAI from 'openai';
@@ -73,6 +73,10 @@ describe('starting ragport the first time', { timeout: 180_000 }, () => {
       expect(output.match(/listening/gi)).toHaveLength(1);
       expect(messages).toContain(`ragport listening on http://127.0.0.1:${port}`);
       expect(logLines(output).filter((l) => l.msg === 'request')).toEqual([]);
+      // The server (named in the data directory's lock) runs with the young generation bounded.
+      const { pid } = JSON.parse(readFileSync(path.join(dataDir, LOCK_FILE), 'utf8')) as { pid: number };
+      const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      expect(argv.slice(1, 3)).toEqual(['--max-semi-space-size=16', 'src/start.mjs']);
 
       // Stopping npm by its pid stops the server too: the port and the data directory are free.
       npm.kill('SIGTERM');
