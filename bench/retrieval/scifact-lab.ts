@@ -2,8 +2,9 @@
  * An in-memory replica of the retrieval pipeline on BEIR SciFact, for quick what-ifs that would
  * take a full ingestion through the service: the service's chunker and embedding model, exact
  * dense search, BM25 with the service's analyzer and formula in plain JS, and both fusion methods
- * with each leg's top 100 (every candidate scored on both legs, as the service does). It printed
- * the numbers behind the chunk-header and fusion defaults; `bench/retrieval/scifact.ts` measures
+ * with each leg's top 100 (every candidate scored on both legs, as the service does), plus two
+ * other normalisations of the score fusion (min-max, z-score). It printed the numbers behind the
+ * chunk-header and fusion defaults; `bench/retrieval/scifact.ts` measures
  * the service itself. Embeddings are cached in the OS temp dir.
  *
  *   MODELS_DIR=… node bench/retrieval/scifact-lab.ts            (test queries, with title headers)
@@ -161,6 +162,32 @@ const score = (dense: number) => (l: Legs) => {
       ((1 - dense) * (l.keyword.get(c) ?? 0)) / best.keyword,
   );
 };
+/** Each leg's scores over the candidates mapped to [0, 1] by their min and max (Bruch et al.'s MM). */
+const minMax = (dense: number) => (l: Legs) => {
+  const ids = [...new Set([...l.dense, ...l.bm25])];
+  const range = (m: Map<number, number>) => {
+    const v = ids.map((c) => m.get(c) ?? 0);
+    const lo = Math.min(...v);
+    const hi = Math.max(...v);
+    return (c: number) => (hi > lo ? ((m.get(c) ?? 0) - lo) / (hi - lo) : 0);
+  };
+  const d = range(l.cosine);
+  const k = range(l.keyword);
+  return byScore(ids, (c) => dense * d(c) + (1 - dense) * k(c));
+};
+/** Each leg's scores over the candidates as z-scores. */
+const zScore = (dense: number) => (l: Legs) => {
+  const ids = [...new Set([...l.dense, ...l.bm25])];
+  const z = (m: Map<number, number>) => {
+    const v = ids.map((c) => m.get(c) ?? 0);
+    const mean = v.reduce((a, x) => a + x, 0) / v.length;
+    const sd = Math.sqrt(v.reduce((a, x) => a + (x - mean) ** 2, 0) / v.length) || 1;
+    return (c: number) => ((m.get(c) ?? 0) - mean) / sd;
+  };
+  const d = z(l.cosine);
+  const k = z(l.keyword);
+  return byScore(ids, (c) => dense * d(c) + (1 - dense) * k(c));
+};
 const rrf = (k: number) => (l: Legs) => {
   const fused = new Map<number, number>();
   for (const list of [l.dense, l.bm25]) list.forEach((c, r) => fused.set(c, (fused.get(c) ?? 0) + 1 / (k + r + 1)));
@@ -175,4 +202,8 @@ console.log(`keyword  ${evaluate((l) => l.bm25).toFixed(4)}`);
 for (const k of [10, 20, 60]) console.log(`rrf k=${k}`.padEnd(9), evaluate(rrf(k)).toFixed(4));
 for (const dense of [0.5, 0.55, 0.6, 0.625, 0.65, 0.7])
   console.log(`score ${dense}/${+(1 - dense).toFixed(3)}`.padEnd(9), evaluate(score(dense)).toFixed(4));
+for (const dense of [0.3, 0.4, 0.5, 0.6, 0.7])
+  console.log(`min-max ${dense}/${+(1 - dense).toFixed(3)}`.padEnd(9), evaluate(minMax(dense)).toFixed(4));
+for (const dense of [0.3, 0.4, 0.5, 0.6, 0.7])
+  console.log(`z ${dense}/${+(1 - dense).toFixed(3)}`.padEnd(9), evaluate(zScore(dense)).toFixed(4));
 process.exit(0);
