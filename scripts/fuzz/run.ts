@@ -15,6 +15,7 @@
  * temp dir), MODELS_DIR (default: built by .ci/fetch-model.sh).
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -99,6 +100,9 @@ try {
       OPENAI_API_KEY: 'fuzz-upstream-key',
       OPENAI_BASE_URL: mock.url,
       LOG_LEVEL: 'info',
+      // Webhooks are fuzzed too; hooks.py points every endpoint it registers at loopback.
+      WEBHOOK_SIGNING_KEY: randomBytes(32).toString('base64url'),
+      WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
       // schemathesis also sends requests without the key on purpose; past the per-address budget
       // for those (60 a minute by default) every request would be a 429 and nothing else tested.
       RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: '1000000',
