@@ -33,7 +33,11 @@ import { gaussian, seededRandom } from '../../test/support/random.ts';
 import { randomBase62 } from '../../src/db/ids.ts';
 import { startServerProcess } from '../../test/support/processes.ts';
 import { api, percentile, saveResults, startBenchServer } from '../support.ts';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { sharedJsonLines } from '../../test/support/fixtures.ts';
+import { startMockUpstream } from '../../test/support/mock-upstream.ts';
 
 type Size = number | 'real';
 const sizes: Size[] = (process.env.LATENCY_SIZES ?? '10000,100000')
@@ -49,6 +53,35 @@ const hnswVariants = (process.env.LATENCY_HNSW ?? '16:128').split(',').map((v) =
 });
 const efSearchValues = (process.env.LATENCY_EF_SEARCH ?? '200').split(',').map(Number);
 const DIM = 384;
+/**
+ * `hybrid+rerank` sends each hybrid search's best 50 candidates to a rerank model: here a mock
+ * provider on loopback answering at once in Jina's format (no cross-encoder can be obtained here),
+ * so the row shows what the stage costs ragport (the candidates' text, the call, the reordering),
+ * not a real model's inference time, which adds to it. LATENCY_RERANK=0 leaves the mode out.
+ */
+const withRerank = process.env.LATENCY_RERANK !== '0';
+const RERANK_CANDIDATES = 50;
+const reranker = withRerank ? await startMockUpstream({ record: false, models: ['mock-rerank'] }) : undefined;
+const rerankConfigDir = mkdtempSync(path.join(tmpdir(), 'ragport-latency-'));
+const rerankConfig = path.join(rerankConfigDir, 'config.yaml');
+if (reranker)
+  writeFileSync(
+    rerankConfig,
+    `providers:\n  - name: mock-rerank\n    base_url: ${reranker.url}\n    models: []\n    rerank_models: [mock-rerank]\n`,
+  );
+type Mode = 'dense' | 'hybrid' | 'hybrid+rerank';
+const MODES: Mode[] = withRerank ? ['dense', 'hybrid', 'hybrid+rerank'] : ['dense', 'hybrid'];
+const searchParameters = (query: string, collection: string, mode: Mode) =>
+  mode === 'hybrid+rerank'
+    ? {
+        query,
+        collection,
+        top_k: 10,
+        similarity_threshold: -1,
+        mode: 'hybrid',
+        rerank: { model: 'mock-rerank', candidates: RERANK_CANDIDATES },
+      }
+    : { query, collection, top_k: 10, similarity_threshold: -1, mode };
 const server = await startBenchServer({ config: { ingestionConcurrency: 0 } });
 if (server.database.kind !== 'postgres') throw new Error('set DATABASE_URL: this benchmark is for a PostgreSQL server');
 const db = server.database.db;
@@ -127,6 +160,7 @@ async function serverProcess(efSearch: number) {
     HNSW_EF_SEARCH: String(efSearch),
     INGESTION_CONCURRENCY: '0',
     LOG_LEVEL: 'warn',
+    ...(reranker ? { RAGPORT_CONFIG: rerankConfig } : {}),
   });
   const created = await api<{ key: string }>({ url: child.url, key: adminKey }, 'POST', '/api/v1/keys', {
     name: 'latency',
@@ -311,25 +345,25 @@ for (const size of sizes) {
       const measured = await serverProcess(efSearch);
       // Warm-up (JIT, model session, connection pool), not measured.
       for (const query of queryTexts.slice(-20))
-        for (const mode of ['dense', 'hybrid'])
+        for (const mode of MODES)
           await api(measured, 'POST', '/api/v1/agent/tool-calling', {
             tool_name: 'rag_search',
-            parameters: { query, collection: name, top_k: 10, similarity_threshold: -1, mode },
+            parameters: searchParameters(query, name, mode),
           });
-      const latencies: Record<'dense' | 'hybrid', number[]> = { dense: [], hybrid: [] };
+      const latencies: Record<Mode, number[]> = { dense: [], hybrid: [], 'hybrid+rerank': [] };
       const recalls: number[] = [];
       const slowest: { ms: number; query: string }[] = [];
       for (let i = 0; i < queriesPerSize; i++) {
         const query = queryTexts[i % queryTexts.length] as string;
         // Whichever mode runs first for a query meets its index pages cold (at 1M the HNSW index
-        // is 2 GB beside 256 MB of shared buffers): the order alternates so neither mode always
-        // follows the other.
-        const modes = i % 2 === 0 ? (['dense', 'hybrid'] as const) : (['hybrid', 'dense'] as const);
+        // is 2 GB beside 256 MB of shared buffers): the order rotates so no mode always follows
+        // another.
+        const modes = MODES.map((_, j) => MODES[(i + j) % MODES.length] as Mode);
         for (const mode of modes) {
           const start = performance.now();
           const r = await api<{ results: { content: string }[] }>(measured, 'POST', '/api/v1/agent/tool-calling', {
             tool_name: 'rag_search',
-            parameters: { query, collection: name, top_k: 10, similarity_threshold: -1, mode },
+            parameters: searchParameters(query, name, mode),
           });
           const ms = performance.now() - start;
           latencies[mode].push(ms);
@@ -358,6 +392,13 @@ for (const size of sizes) {
         dense_p99_ms: +percentile(latencies.dense, 99).toFixed(1),
         hybrid_p50_ms: +percentile(latencies.hybrid, 50).toFixed(1),
         hybrid_p99_ms: +percentile(latencies.hybrid, 99).toFixed(1),
+        ...(withRerank
+          ? {
+              rerank_candidates: RERANK_CANDIDATES,
+              hybrid_rerank_p50_ms: +percentile(latencies['hybrid+rerank'], 50).toFixed(1),
+              hybrid_rerank_p99_ms: +percentile(latencies['hybrid+rerank'], 99).toFixed(1),
+            }
+          : {}),
         recall_at_10: +(recalls.reduce((a, b) => a + b, 0) / recalls.length).toFixed(4),
       };
       rows.push(row);
@@ -367,7 +408,9 @@ for (const size of sizes) {
   // Leave the server's default index behind so the collection stays searchable as created.
   if (!reuse && process.env.LATENCY_KEEP !== '1') await api(server, 'DELETE', `/api/v1/rag/collections/${name}`);
 }
-console.log('\n  chunks  m  ef_c  ef_s  load s  build s  index MB  dense p50/p99 ms  hybrid p50/p99 ms  recall@10');
+console.log(
+  `\n  chunks  m  ef_c  ef_s  load s  build s  index MB  dense p50/p99 ms  hybrid p50/p99 ms  recall@10${withRerank ? `  hybrid+rerank ${RERANK_CANDIDATES} p50/p99 ms` : ''}`,
+);
 for (const r of rows) {
   const cells = [
     String(r.chunks).padStart(8),
@@ -380,9 +423,12 @@ for (const r of rows) {
     `${String(r.dense_p50_ms).padStart(6)} / ${String(r.dense_p99_ms).padEnd(8)}`,
     `${String(r.hybrid_p50_ms).padStart(7)} / ${String(r.hybrid_p99_ms).padEnd(8)}`,
     String(r.recall_at_10),
+    ...(withRerank ? [`${String(r.hybrid_rerank_p50_ms).padStart(7)} / ${String(r.hybrid_rerank_p99_ms)}`] : []),
   ];
   console.log(cells.join('  '));
 }
 console.log('saved', saveResults('latency', { rows }));
 await server.close();
+await reranker?.close();
+rmSync(rerankConfigDir, { recursive: true, force: true });
 process.exit(0);
