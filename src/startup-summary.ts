@@ -15,7 +15,28 @@ export interface StartupFacts {
   database: 'pglite' | 'postgres';
   embeddings: EmbeddingRegistry;
   tools: readonly ToolState[];
+  /** Node's own options, in the order it applies them (the last of a flag wins). */
+  nodeOptions?: readonly string[];
 }
+
+const SEMI_SPACE = /^--max[-_]semi[-_]space[-_]size=(\d+)$/;
+
+/**
+ * Whether V8's young generation is bounded. Without the flag V8 sizes it from the host's memory
+ * (128 MB of new space on a 24 GB host) and RSS under load grows with it (docs/operations.md).
+ */
+function memoryLine(nodeOptions: readonly string[]): string {
+  const bound = nodeOptions.map((o) => SEMI_SPACE.exec(o)?.[1]).findLast((v) => v !== undefined);
+  return bound !== undefined
+    ? `memory: young generation bounded (--max-semi-space-size=${bound})`
+    : 'memory: young generation sized by V8 from the host; start with `npm start`, or pass --max-semi-space-size=16 to node, to bound it';
+}
+
+/** The options Node started with, in the order it applies them: NODE_OPTIONS, then its command line's. */
+export const processNodeOptions = (): string[] => [
+  ...(process.env.NODE_OPTIONS ?? '').split(/\s+/).filter(Boolean),
+  ...process.execArgv,
+];
 
 /** A database URL without its credentials. */
 function serverOf(url: string): string {
@@ -25,10 +46,16 @@ function serverOf(url: string): string {
 
 /**
  * What a new operator needs to know first, one line each: where the data is, whether an admin key
- * is set, the embedding model and where it came from, the chat providers and the tools, with what
- * to configure for whatever is off.
+ * is set, the embedding model and where it came from, the chat providers and the tools, and whether
+ * Node's young generation is bounded, with what to configure for whatever is off.
  */
-export function startupSummary({ config, database, embeddings, tools }: StartupFacts): string[] {
+export function startupSummary({
+  config,
+  database,
+  embeddings,
+  tools,
+  nodeOptions = processNodeOptions(),
+}: StartupFacts): string[] {
   const databaseLine =
     database === 'pglite' || config.databaseUrl === undefined
       ? `database: embedded PGlite in ${path.resolve(config.dataDir, 'pg')} (this process owns DATA_DIR)`
@@ -54,5 +81,5 @@ export function startupSummary({ config, database, embeddings, tools }: StartupF
   const toolLine = `tools: ${tools
     .map((t) => (t.enabled ? `${t.name} on` : `${t.name} off (${t.reason ?? 'disabled'})`))
     .join('; ')}`;
-  return [databaseLine, adminLine, ...modelLines, chatLine, toolLine];
+  return [databaseLine, adminLine, ...modelLines, chatLine, toolLine, memoryLine(nodeOptions)];
 }
