@@ -384,7 +384,7 @@ async function main(): Promise<void> {
     raw.direct = heldDirect;
     // With the options `npm start` passes, and with Node's defaults to show what they change.
     const defaults: [string, string | undefined, string[]][] =
-      NODE_OPTIONS.length > 0 ? [['ragport, V8 defaults', pgUrl, []]] : [];
+      NODE_OPTIONS.length > 0 ? [[`${pgUrl ? 'ragport' : 'ragport-pglite'}, V8 defaults`, pgUrl, []]] : [];
     const fresh: [string, string | undefined, string[]][] = pgUrl
       ? [['ragport', pgUrl, NODE_OPTIONS], ...defaults, ['ragport-pglite', undefined, NODE_OPTIONS]]
       : [['ragport-pglite', undefined, NODE_OPTIONS], ...defaults];
