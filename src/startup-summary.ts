@@ -33,7 +33,7 @@ function memoryLine(nodeOptions: readonly string[]): string {
 }
 
 /** The options Node started with, in the order it applies them: NODE_OPTIONS, then its command line's. */
-export const processNodeOptions = (): string[] => [
+const processNodeOptions = (): string[] => [
   ...(process.env.NODE_OPTIONS ?? '').split(/\s+/).filter(Boolean),
   ...process.execArgv,
 ];

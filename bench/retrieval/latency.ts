@@ -25,6 +25,9 @@
  *     LATENCY_HNSW=16:64,24:128 LATENCY_EF_SEARCH=100,200 node bench/retrieval/latency.ts
  * LATENCY_REUSE=1 keeps the loaded collections (load once, measure when the machine is quiet).
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { sql } from '../../src/db/orm.ts';
 import { queryRows } from '../../src/db/client.ts';
 import { newId } from '../../src/db/ids.ts';
@@ -33,9 +36,6 @@ import { gaussian, seededRandom } from '../../test/support/random.ts';
 import { randomBase62 } from '../../src/db/ids.ts';
 import { startServerProcess } from '../../test/support/processes.ts';
 import { api, percentile, saveResults, startBenchServer } from '../support.ts';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { sharedJsonLines } from '../../test/support/fixtures.ts';
 import { startMockUpstream } from '../../test/support/mock-upstream.ts';
 
@@ -62,9 +62,10 @@ const DIM = 384;
 const withRerank = process.env.LATENCY_RERANK !== '0';
 const RERANK_CANDIDATES = 50;
 const reranker = withRerank ? await startMockUpstream({ record: false, models: ['mock-rerank'] }) : undefined;
-const rerankConfigDir = mkdtempSync(path.join(tmpdir(), 'ragport-latency-'));
-const rerankConfig = path.join(rerankConfigDir, 'config.yaml');
-if (reranker)
+/** The RAGPORT_CONFIG file naming that provider, in a directory removed at the end. */
+const rerankConfigDir = reranker ? mkdtempSync(path.join(tmpdir(), 'ragport-latency-')) : undefined;
+const rerankConfig = rerankConfigDir && path.join(rerankConfigDir, 'config.yaml');
+if (reranker && rerankConfig)
   writeFileSync(
     rerankConfig,
     `providers:\n  - name: mock-rerank\n    base_url: ${reranker.url}\n    models: []\n    rerank_models: [mock-rerank]\n`,
@@ -160,7 +161,7 @@ async function serverProcess(efSearch: number) {
     HNSW_EF_SEARCH: String(efSearch),
     INGESTION_CONCURRENCY: '0',
     LOG_LEVEL: 'warn',
-    ...(reranker ? { RAGPORT_CONFIG: rerankConfig } : {}),
+    ...(rerankConfig ? { RAGPORT_CONFIG: rerankConfig } : {}),
   });
   const created = await api<{ key: string }>({ url: child.url, key: adminKey }, 'POST', '/api/v1/keys', {
     name: 'latency',
@@ -430,5 +431,5 @@ for (const r of rows) {
 console.log('saved', saveResults('latency', { rows }));
 await server.close();
 await reranker?.close();
-rmSync(rerankConfigDir, { recursive: true, force: true });
+if (rerankConfigDir) rmSync(rerankConfigDir, { recursive: true, force: true });
 process.exit(0);
