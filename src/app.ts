@@ -245,6 +245,9 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     await codeExecution.settled();
   });
 
+  // How long statements wait for the embedded database's one session, on /metrics.
+  const stopWaits = database.onWait?.((seconds, priority) => metrics.databaseWaited(priority, seconds));
+  if (stopWaits) server.addHook('onClose', async () => void stopWaits());
   // PGlite has no autovacuum: the server stands in for it (this process owns the database).
   if (database.kind === 'pglite') {
     const maintenance = startEmbeddedMaintenance({ db: database.db, log: logger });

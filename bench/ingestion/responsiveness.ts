@@ -189,14 +189,42 @@ async function probe(server: Server, until: Promise<unknown>, pause = 100) {
   return { healthz: summary(healthz), rag_search: summary(search), peak_rss_mb: peakRss };
 }
 
-async function eventLoopLag(server: Server): Promise<{ p99_ms: number; max_ms: number }> {
+/** Cumulative counts of `ragport_database_wait_seconds{priority="interactive"}` by bucket bound (s). */
+type WaitBuckets = Map<number, number>;
+
+async function eventLoopLag(server: Server): Promise<{ p99_ms: number; max_ms: number; waits: WaitBuckets }> {
   const text = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${metricsToken}` } }).then(
     (r) => r.text(),
   );
   const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN) * 1000;
+  const waits: WaitBuckets = new Map();
+  for (const [, labels = '', count] of text.matchAll(/^ragport_database_wait_seconds_bucket\{([^}]*)\} (\S+)$/gm)) {
+    if (!labels.includes('priority="interactive"')) continue;
+    const le = /le="([^"]+)"/.exec(labels)?.[1];
+    if (le !== undefined) waits.set(le === '+Inf' ? Infinity : Number(le), Number(count));
+  }
   return {
     p99_ms: round(value('nodejs_eventloop_lag_p99_seconds')),
     max_ms: round(value('nodejs_eventloop_lag_max_seconds')),
+    waits,
+  };
+}
+
+/**
+ * How long requests' statements waited for the embedded database between two scrapes (none on a
+ * server): their number, the share that waited over 10 ms, and the bucket bound holding the 99th
+ * percentile.
+ */
+function databaseWaits(from: WaitBuckets, to: WaitBuckets) {
+  const bounds = [...to.keys()].sort((a, b) => a - b);
+  const moved = (le: number) => (to.get(le) ?? 0) - (from.get(le) ?? 0);
+  const total = moved(Infinity);
+  if (total === 0) return undefined;
+  const p99 = bounds.find((le) => moved(le) >= total * 0.99) ?? Infinity;
+  return {
+    statements: total,
+    over_10ms: Math.round((1 - moved(0.01) / total) * 1000) / 1000,
+    p99_at_most_ms: p99 === Infinity ? null : p99 * 1000,
   };
 }
 
@@ -221,7 +249,7 @@ async function run(label: string, databaseUrl: string | undefined) {
     await upload(server, corpus.slice(0, SEED));
     const seeded = await waitProcessed(server, SEED, 600_000);
     const idleRss = rssMb(server.child.pid);
-    await eventLoopLag(server); // resets the histogram
+    const idleStart = await eventLoopLag(server); // resets the histogram
     const idle = await probe(server, sleep(IDLE_MS));
     const idleLag = await eventLoopLag(server);
 
@@ -264,7 +292,15 @@ async function run(label: string, databaseUrl: string | undefined) {
       idle,
       during,
       after,
-      event_loop_lag: { idle: idleLag, during: duringLag },
+      event_loop_lag: {
+        idle: { p99_ms: idleLag.p99_ms, max_ms: idleLag.max_ms },
+        during: { p99_ms: duringLag.p99_ms, max_ms: duringLag.max_ms },
+      },
+      // The embedded database only: requests' statements waiting for its one session.
+      database_waits: {
+        idle: databaseWaits(idleStart.waits, idleLag.waits),
+        during: databaseWaits(idleLag.waits, duringLag.waits),
+      },
       ingestion: {
         documents: DOCS,
         chunks,
@@ -311,13 +347,16 @@ console.log(
     '"full" is the whole collection idle after ingestion, searched back to back.\n',
 );
 console.log(
-  '| database | chunks | /healthz idle | /healthz during | rag_search idle (seed) | rag_search during | rag_search full | event-loop lag p99/max idle → during ms | RSS idle / peak MB | chunks/s | pure embedding chunks/s | ingestion ÷ pure embedding |',
+  '| database | chunks | /healthz idle | /healthz during | rag_search idle (seed) | rag_search during | rag_search full | event-loop lag p99/max idle → during ms | statements waiting for the embedded database > 10 ms, idle → during | RSS idle / peak MB | chunks/s | pure embedding chunks/s | ingestion ÷ pure embedding |',
 );
-console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
+console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+const share = (w: ReturnType<typeof databaseWaits>) =>
+  w === undefined ? '-' : `${Math.round(w.over_10ms * 100)} % (p99 ≤ ${w.p99_at_most_ms ?? '∞'} ms)`;
 for (const r of results) {
   console.log(
     `| ${r.database} | ${r.chunks_total} | ${ms(r.idle.healthz)} | ${ms(r.during.healthz)} | ${ms(r.idle.rag_search)} | ${ms(r.during.rag_search)} | ${ms(r.after.rag_search)} | ` +
       `${r.event_loop_lag.idle.p99_ms}/${r.event_loop_lag.idle.max_ms} → ${r.event_loop_lag.during.p99_ms}/${r.event_loop_lag.during.max_ms} | ` +
+      `${share(r.database_waits.idle)} → ${share(r.database_waits.during)} | ` +
       `${r.rss_mb.idle_with_model} / ${r.rss_mb.peak_during_ingestion} | ` +
       `${r.ingestion.chunks_per_s} | ${r.ingestion.pure_embedding_chunks_per_s} | ${r.ingestion.ratio_to_pure_embedding} |`,
   );

@@ -8,7 +8,7 @@ import { lockDataDir } from './data-dir-lock.ts';
 import { listen } from './notifications.ts';
 import { sql } from './orm.ts';
 import { drizzleNodePg, drizzlePglite, migrateNodePg, migratePglite } from './orm-drivers.ts';
-import { startPgliteThread } from './pglite-remote.ts';
+import { startPgliteThread, type WaitListener } from './pglite-remote.ts';
 import * as schema from './schema/index.ts';
 
 export type Schema = typeof schema;
@@ -27,6 +27,12 @@ export interface Database {
    * once the server connection is up — so a listener re-reads what it waits for.
    */
   listen(channel: string, onMessage: (payload: string) => void, onGap: () => void): Promise<Subscription>;
+  /**
+   * The embedded database only (one session, statements and transactions in turn): calls
+   * `listener` with how long each waited for that session before it ran, until the returned
+   * function is called.
+   */
+  onWait?(listener: WaitListener): () => void;
   close(): Promise<void>;
 }
 
@@ -120,6 +126,7 @@ export async function openPglite(dir?: string, options: PgliteOptions = {}): Pro
       const unsubscribe = await client.listen(channel, onMessage);
       return { close: () => (client.closed ? Promise.resolve() : unsubscribe()) };
     },
+    onWait: (listener) => client.onWait(listener),
     close: async () => {
       if (!client.closed) await client.close();
     },

@@ -33,6 +33,10 @@ export interface WireError {
   fields: Record<string, string | number>;
 }
 
-export type Response = Id & ({ ok: true; value: unknown } | { ok: false; error: WireError });
+/**
+ * `waitedMs`: how long a statement or transaction outside a transaction waited for the session
+ * (the priority gate) before it ran; absent inside a transaction, which holds the session already.
+ */
+export type Response = Id & ({ ok: true; value: unknown; waitedMs?: number } | { ok: false; error: WireError });
 
 export type Message = Response | { notify: string; payload: string } | { ready: true };

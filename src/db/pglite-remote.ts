@@ -20,8 +20,13 @@ export interface RemoteQueryable {
   exec(sql: string): Promise<RemoteResults[]>;
 }
 
+/** How long a statement or transaction waited for the embedded database's one session. */
+export type WaitListener = (seconds: number, priority: 'interactive' | 'background') => void;
+
 export interface RemotePglite extends RemoteQueryable {
   transaction<T>(callback: (tx: RemoteQueryable) => Promise<T>): Promise<T>;
+  /** Calls `listener` with each wait for the session (statements and transactions outside one) until the returned function is called. */
+  onWait(listener: WaitListener): () => void;
   listen(channel: string, callback: (payload: string) => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
   readonly closed: boolean;
@@ -46,7 +51,11 @@ export async function startPgliteThread(
   onExit: (error: Error) => void = () => undefined,
 ): Promise<RemotePglite> {
   const worker = new Worker(workerUrl, { workerData: { dataDir } });
-  const pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
+  const pending = new Map<
+    number,
+    { resolve: (value: unknown) => void; reject: (error: Error) => void; background: boolean }
+  >();
+  const waitListeners = new Set<WaitListener>();
   const listeners = new Map<string, Set<(payload: string) => void>>();
   let nextId = 1;
   let closed = false;
@@ -89,8 +98,13 @@ export async function startPgliteThread(
     if (!waiter) return;
     pending.delete(response.id);
     track();
-    if (response.ok) waiter.resolve(response.value);
-    else waiter.reject(rebuild(response.error));
+    if (response.ok) {
+      if (response.waitedMs !== undefined) {
+        const priority = waiter.background ? 'background' : 'interactive';
+        for (const listener of waitListeners) listener(response.waitedMs / 1000, priority);
+      }
+      waiter.resolve(response.value);
+    } else waiter.reject(rebuild(response.error));
   });
   worker.on('error', (error: Error) => fail(new RangeError(`the embedded database thread failed: ${error.message}`)));
   worker.on('exit', (code) => fail(new RangeError(`the embedded database thread exited (${code})`)));
@@ -101,7 +115,8 @@ export async function startPgliteThread(
     if (gone) return Promise.reject(gone);
     const id = nextId++;
     return new Promise<T>((resolve, reject) => {
-      pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      const background = 'background' in request && request.background === true;
+      pending.set(id, { resolve: resolve as (value: unknown) => void, reject, background });
       track();
       worker.postMessage({ ...request, id });
     });
@@ -145,6 +160,10 @@ export async function startPgliteThread(
       }
       await call({ op: 'end', tx, commit: true });
       return result;
+    },
+    onWait(listener) {
+      waitListeners.add(listener);
+      return () => waitListeners.delete(listener);
     },
     async listen(channel, callback) {
       let set = listeners.get(channel);

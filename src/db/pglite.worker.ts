@@ -95,20 +95,26 @@ function transferables(rows: unknown[]): ArrayBuffer[] {
 }
 
 const reply = (response: Response, transfer: ArrayBuffer[] = []) => port.postMessage(response, transfer);
+const waited = (ms: number | undefined) => (ms === undefined ? {} : { waitedMs: ms });
 
-/** Runs a statement in its transaction, or outside one once it holds the gate. */
+/**
+ * Runs a statement in its transaction, or outside one once it holds the gate; also answers how
+ * long it waited for the gate (undefined inside a transaction).
+ */
 async function inTurn<T>(
   request: { tx?: number; background?: boolean },
   run: (target: PGlite | Transaction) => Promise<T>,
-): Promise<T> {
+): Promise<[T, number | undefined]> {
   if (request.tx !== undefined) {
     const open = transactions.get(request.tx);
     if (!open) throw new Error(`transaction ${request.tx} is not open`);
-    return run(open.tx);
+    return [await run(open.tx), undefined];
   }
+  const asked = performance.now();
   await gate.acquire(request.background === true);
+  const waitedMs = performance.now() - asked;
   try {
-    return await run(pg);
+    return [await run(pg), waitedMs];
   } finally {
     gate.release();
   }
@@ -123,16 +129,21 @@ async function handle(request: Request): Promise<void> {
         ...(request.rawTypes ? { parsers: Object.fromEntries(request.rawTypes.map((oid) => [oid, identity])) } : {}),
       };
       const inTransaction = request.tx !== undefined;
-      const result = await inTurn(request, () => statements.query(request.sql, request.params, options, inTransaction));
-      reply({ id, ok: true, value: result }, transferables(result.rows));
+      const [result, waitedMs] = await inTurn(request, () =>
+        statements.query(request.sql, request.params, options, inTransaction),
+      );
+      reply({ id, ok: true, value: result, ...waited(waitedMs) }, transferables(result.rows));
       return;
     }
     case 'exec': {
-      reply({ id, ok: true, value: await inTurn(request, (target) => target.exec(request.sql)) });
+      const [result, waitedMs] = await inTurn(request, (target) => target.exec(request.sql));
+      reply({ id, ok: true, value: result, ...waited(waitedMs) });
       return;
     }
     case 'begin': {
+      const asked = performance.now();
       await gate.acquire(request.background === true);
+      const waitedMs = performance.now() - asked;
       const txId = nextTransaction++;
       let started = false;
       let decide!: (commit: boolean) => void;
@@ -140,7 +151,7 @@ async function handle(request: Request): Promise<void> {
       const settled = pg.transaction(async (tx) => {
         started = true;
         transactions.set(txId, { tx, decide, settled });
-        reply({ id, ok: true, value: txId });
+        reply({ id, ok: true, value: txId, waitedMs });
         if (!(await decision)) throw new Rollback();
       });
       // The promise is only awaited by `end`; a failure before the callback ran answers `begin`.

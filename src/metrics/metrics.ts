@@ -82,6 +82,16 @@ export function createMetrics(options: MetricsOptions) {
     registers: [registry],
   });
 
+  const databaseWait = new Histogram({
+    name: 'ragport_database_wait_seconds',
+    help:
+      'Embedded database only: time a statement or transaction waited for its one session before it ran, ' +
+      'by priority (interactive: requests; background: ingestion)',
+    labelNames: ['priority'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [registry],
+  });
+
   const { queueStats } = options;
   if (queueStats) {
     const oldest = new Gauge({
@@ -134,6 +144,9 @@ export function createMetrics(options: MetricsOptions) {
     embedded(model: string, provider: string, priority: 'interactive' | 'bulk', texts: number, tokens: number) {
       embeddedTexts.inc({ model, provider, priority }, texts);
       embeddedTokens.inc({ model, provider, priority }, tokens);
+    },
+    databaseWaited(priority: 'interactive' | 'background', seconds: number) {
+      databaseWait.observe({ priority }, seconds);
     },
     ingestion,
   };

@@ -85,6 +85,35 @@ describe('PGlite on its own thread', () => {
     expect(finished).toEqual(['background transaction', 'interactive', 'background 1', 'background 2', 'background 3']);
   });
 
+  it('reports how long each statement and transaction waited for the session, by priority', async () => {
+    const waits: { seconds: number; priority: string }[] = [];
+    const stop = database.onWait?.((seconds, priority) => waits.push({ seconds, priority }));
+    expect(stop).toBeDefined();
+    let release!: () => void;
+    const hold = new Promise<void>((resolve) => (release = resolve));
+    const tx = runInBackground(() =>
+      database.db.transaction(async (t) => {
+        await t.execute(sql`select 1`);
+        await hold;
+      }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const started = performance.now();
+    const search = count();
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    release();
+    await Promise.all([tx, search]);
+    const elapsed = (performance.now() - started) / 1000;
+    stop?.();
+    await count(); // after stop: not reported
+    // The transaction's begin, at once (nothing held the session); its statement inside the
+    // transaction is not a wait; the search, for as long as the transaction held the session.
+    expect(waits.map((w) => w.priority)).toEqual(['background', 'interactive']);
+    expect(waits[0]?.seconds).toBeLessThan(0.05);
+    expect(waits[1]?.seconds).toBeGreaterThan(0.12);
+    expect(waits[1]?.seconds).toBeLessThanOrEqual(elapsed);
+  });
+
   it('holds background statements back while interactive work of several statements is under way', async () => {
     const order: string[] = [];
     let resume!: () => void;

@@ -76,6 +76,23 @@ describe('GET /metrics', () => {
     expect(moved('ragport_http_requests_total', { route: 'unmatched', status: '404' })).toBe(1);
   });
 
+  it('reports how long statements waited for the embedded database, by priority (none on a server)', async () => {
+    const before = await samples();
+    for (let i = 0; i < 3; i++) expect((await t.request('/api/v1/rag/collections')).status).toBe(200);
+    const after = await samples();
+    const count = (s: Sample[]) =>
+      metricValue(s, 'ragport_database_wait_seconds_count', { priority: 'interactive' });
+    if (t.database.kind === 'pglite') {
+      // Each request's statements (its key from memory, the list, its counts) passed the gate.
+      expect(count(after) - count(before)).toBeGreaterThanOrEqual(3);
+      expect(metricValue(after, 'ragport_database_wait_seconds_bucket', { priority: 'interactive', le: '+Inf' })).toBe(
+        count(after),
+      );
+    } else {
+      expect(after.some((x) => x.name.startsWith('ragport_database_wait_seconds'))).toBe(false);
+    }
+  });
+
   it('counts a streamed completion once, when the stream ends', async () => {
     const labels = { route: '/api/v1/chat/completions', method: 'POST', status: '200' };
     const before = metricValue(await samples(), 'ragport_http_requests_total', labels);
