@@ -101,7 +101,13 @@ export async function startPgliteThread(
     if (response.ok) {
       if (response.waitedMs !== undefined) {
         const priority = waiter.background ? 'background' : 'interactive';
-        for (const listener of waitListeners) listener(response.waitedMs / 1000, priority);
+        for (const listener of waitListeners) {
+          try {
+            listener(response.waitedMs / 1000, priority);
+          } catch {
+            // An observer's failure is not the statement's, and must not stop the replies.
+          }
+        }
       }
       waiter.resolve(response.value);
     } else waiter.reject(rebuild(response.error));

@@ -80,8 +80,7 @@ describe('GET /metrics', () => {
     const before = await samples();
     for (let i = 0; i < 3; i++) expect((await t.request('/api/v1/rag/collections')).status).toBe(200);
     const after = await samples();
-    const count = (s: Sample[]) =>
-      metricValue(s, 'ragport_database_wait_seconds_count', { priority: 'interactive' });
+    const count = (s: Sample[]) => metricValue(s, 'ragport_database_wait_seconds_count', { priority: 'interactive' });
     if (t.database.kind === 'pglite') {
       // Each request's statements (its key from memory, the list, its counts) passed the gate.
       expect(count(after) - count(before)).toBeGreaterThanOrEqual(3);
