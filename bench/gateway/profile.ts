@@ -9,7 +9,8 @@ import { runLoad } from './load.ts';
  * BENCH_DATABASE_URL) under `--cpu-prof`, loaded through the 0 ms mock upstream at c=64, then the
  * self time of the hottest functions. Not a test; a tool for bench/gateway/run.ts's CPU column.
  *
- *   node bench/gateway/profile.ts [profile-dir]      (BENCH_DURATION_MS, BENCH_CONCURRENCY)
+ *   node bench/gateway/profile.ts [profile-dir]      (BENCH_DURATION_MS, BENCH_CONCURRENCY,
+ *                                                     BENCH_LATENCY_MS: the mock's latency)
  *
  * BENCH_STREAMS=1000 profiles that many held-open streams instead (50 ms, 50 tok/s, 100 tokens
  * each, as in run.ts), each sent once: where the time to first token goes.
@@ -46,7 +47,7 @@ await new Promise<void>((resolve) => {
   mock.child.send(
     streams > 0
       ? { latencyMs: 50, tokensPerSecond: 50, completionTokens: 100 }
-      : { latencyMs: 0, tokensPerSecond: 0, completionTokens: 5 },
+      : { latencyMs: Number(process.env.BENCH_LATENCY_MS ?? 0), tokensPerSecond: 0, completionTokens: 5 },
   );
 });
 const ragport = await start<{ port: number; key: string }>(
