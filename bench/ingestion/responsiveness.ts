@@ -192,7 +192,8 @@ async function probe(server: Server, until: Promise<unknown>, pause = 100) {
 /** Cumulative counts of `ragport_database_wait_seconds{priority="interactive"}` by bucket bound (s). */
 type WaitBuckets = Map<number, number>;
 
-async function eventLoopLag(server: Server): Promise<{ p99_ms: number; max_ms: number; waits: WaitBuckets }> {
+/** The server's event-loop lag and its embedded database's waits, from one scrape of /metrics. */
+async function readMetrics(server: Server): Promise<{ p99_ms: number; max_ms: number; waits: WaitBuckets }> {
   const text = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${metricsToken}` } }).then(
     (r) => r.text(),
   );
@@ -249,9 +250,9 @@ async function run(label: string, databaseUrl: string | undefined) {
     await upload(server, corpus.slice(0, SEED));
     const seeded = await waitProcessed(server, SEED, 600_000);
     const idleRss = rssMb(server.child.pid);
-    const idleStart = await eventLoopLag(server); // resets the histogram
+    const idleStart = await readMetrics(server); // resets the histogram
     const idle = await probe(server, sleep(IDLE_MS));
-    const idleLag = await eventLoopLag(server);
+    const idleLag = await readMetrics(server);
 
     const started = performance.now();
     const ingestion = (async () => {
@@ -261,7 +262,7 @@ async function run(label: string, databaseUrl: string | undefined) {
     const during = await probe(server, ingestion);
     const ingested = await ingestion;
     const seconds = (performance.now() - started) / 1000;
-    const duringLag = await eventLoopLag(server);
+    const duringLag = await readMetrics(server);
     const chunks = ingested.chunk_count - seeded.chunk_count;
     // The full collection, idle again: searches back to back.
     const after = await probe(server, sleep(IDLE_MS), 0);
