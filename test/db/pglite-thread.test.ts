@@ -23,6 +23,20 @@ afterAll(async () => {
 const count = async () =>
   (await queryRows<{ n: number }>(database.db, sql`select count(*)::int as n from t`))[0]?.n ?? -1;
 
+/** Background work (ingestion) holding the one session in a transaction until `release` is called. */
+function holdSessionInBackground(onEnd: () => void = () => undefined) {
+  let release!: () => void;
+  const hold = new Promise<void>((resolve) => (release = resolve));
+  const tx = runInBackground(() =>
+    database.db.transaction(async (t) => {
+      await t.execute(sql`select 1`);
+      await hold;
+      onEnd();
+    }),
+  );
+  return { tx, release };
+}
+
 describe('PGlite on its own thread', () => {
   it('a statement of seconds leaves the event loop free', async () => {
     // The longest the event loop went without running a 10 ms timer while the statement ran.
@@ -60,16 +74,8 @@ describe('PGlite on its own thread', () => {
 
   it('serves interactive statements before queued background ones (ingestion), a transaction to its end', async () => {
     const finished: string[] = [];
-    let release!: () => void;
-    const hold = new Promise<void>((resolve) => (release = resolve));
     // Background work holds the one session in a transaction, and more of it queues behind.
-    const tx = runInBackground(() =>
-      database.db.transaction(async (t) => {
-        await t.execute(sql`select 1`);
-        await hold;
-        finished.push('background transaction');
-      }),
-    );
+    const { tx, release } = holdSessionInBackground(() => finished.push('background transaction'));
     await new Promise((resolve) => setTimeout(resolve, 50));
     const queued = [1, 2, 3].map((n) =>
       runInBackground(() => database.db.execute(sql`select pg_sleep(0.02)`)).then(() =>
@@ -89,14 +95,7 @@ describe('PGlite on its own thread', () => {
     const waits: { seconds: number; priority: string }[] = [];
     const stop = database.onWait?.((seconds, priority) => waits.push({ seconds, priority }));
     expect(stop).toBeDefined();
-    let release!: () => void;
-    const hold = new Promise<void>((resolve) => (release = resolve));
-    const tx = runInBackground(() =>
-      database.db.transaction(async (t) => {
-        await t.execute(sql`select 1`);
-        await hold;
-      }),
-    );
+    const { tx, release } = holdSessionInBackground();
     await new Promise((resolve) => setTimeout(resolve, 50));
     const started = performance.now();
     const search = count();
