@@ -97,6 +97,13 @@ function transferables(rows: unknown[]): ArrayBuffer[] {
 const reply = (response: Response, transfer: ArrayBuffer[] = []) => port.postMessage(response, transfer);
 const waited = (ms: number | undefined) => (ms === undefined ? {} : { waitedMs: ms });
 
+/** Takes the gate; resolves to how long that took, in milliseconds. */
+async function acquire(backgroundWork: boolean): Promise<number> {
+  const asked = performance.now();
+  await gate.acquire(backgroundWork);
+  return performance.now() - asked;
+}
+
 /**
  * Runs a statement in its transaction, or outside one once it holds the gate; also answers how
  * long it waited for the gate (undefined inside a transaction).
@@ -110,9 +117,7 @@ async function inTurn<T>(
     if (!open) throw new Error(`transaction ${request.tx} is not open`);
     return [await run(open.tx), undefined];
   }
-  const asked = performance.now();
-  await gate.acquire(request.background === true);
-  const waitedMs = performance.now() - asked;
+  const waitedMs = await acquire(request.background === true);
   try {
     return [await run(pg), waitedMs];
   } finally {
@@ -141,9 +146,7 @@ async function handle(request: Request): Promise<void> {
       return;
     }
     case 'begin': {
-      const asked = performance.now();
-      await gate.acquire(request.background === true);
-      const waitedMs = performance.now() - asked;
+      const waitedMs = await acquire(request.background === true);
       const txId = nextTransaction++;
       let started = false;
       let decide!: (commit: boolean) => void;
