@@ -5,7 +5,7 @@
  * long document held it longer. Here the tokenizer and the sessions live on this thread and
  * answer `local.model.ts` by messages.
  */
-import { readdirSync, readlinkSync } from 'node:fs';
+import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import {
@@ -110,30 +110,16 @@ env.allowLocalModels = options.modelsDir !== undefined;
 if (options.modelsDir !== undefined) env.localModelPath = options.modelsDir;
 env.cacheDir = options.cacheDir;
 
-/** Thread ids of this process; on Linux a thread's id is a pid to setpriority. */
-const threadIds = (): string[] => {
-  try {
-    return readdirSync('/proc/self/task');
-  } catch {
-    return [];
-  }
-};
-const existing = new Set(threadIds());
-/** Lowers this thread's priority and that of every thread started since it began (ORT's pool). */
+/**
+ * Lowers this thread's priority (Linux: a thread's id is a pid to setpriority). Threads inherit
+ * their creator's niceness, so ONNX Runtime's threads, started by this one, run at it too.
+ */
 function lowerPriority(): void {
   if (options.niceness === 0) return;
-  let own: string | undefined;
   try {
-    own = readlinkSync('/proc/thread-self').split('/').at(-1);
+    setPriority(Number(readlinkSync('/proc/thread-self').split('/').at(-1)), options.niceness);
   } catch {
-    return; // not Linux
-  }
-  for (const tid of new Set([...(own ? [own] : []), ...threadIds().filter((t) => !existing.has(t))])) {
-    try {
-      setPriority(Number(tid), options.niceness);
-    } catch {
-      // gone meanwhile, or not permitted
-    }
+    // not Linux, or not permitted
   }
 }
 
@@ -147,13 +133,15 @@ const session = (intraOpNumThreads: number) =>
 let tokenizer: PreTrainedTokenizer;
 let model: PreTrainedModel;
 let small: PreTrainedModel;
+// Before loading, which takes a core for a second or more: the bulk lane starts when the first
+// document needs it, while requests are being served (threads inherit their creator's niceness).
+lowerPriority();
 try {
   tokenizer = await AutoTokenizer.from_pretrained(options.id);
   model = await session(options.threads);
   // A search query is a handful of tokens: splitting it across threads costs more in hand-offs
   // than it saves (and competes with the database for the cores).
   small = options.smallSession && options.threads > 1 ? await session(1) : model;
-  lowerPriority();
 } catch (error) {
   port.postMessage({ failed: (error as Error).message } satisfies ThreadMessage);
   port.close();
@@ -171,13 +159,8 @@ const runPadded = async (texts: string[]) => {
   const tokenCounts = texts.map(
     (_, b) => maskData.subarray(b * seq, (b + 1) * seq).reduce((n, x) => n + Number(x), 0) - 2,
   );
-  if (!ranOnce) {
-    ranOnce = true;
-    lowerPriority(); // in case the runtime started its threads with the first run
-  }
   return { vectors: pool(output.last_hidden_state, mask, card.pooling), tokenCounts };
 };
-let ranOnce = false;
 
 const runAlone = async (texts: string[]) => {
   const vectors: Float32Array[] = [];

@@ -6,7 +6,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
 import type { EmbeddingModel } from '../../src/embeddings/embeddings.types.ts';
-import { loadLocalModel } from '../../src/embeddings/local.model.ts';
+import { bulkLayout, loadLocalModel } from '../../src/embeddings/local.model.ts';
 import { sharedJsonLines } from '../support/fixtures.ts';
 
 const chunks = sharedJsonLines<{ text: string }>('scifact/corpus.jsonl')
@@ -14,6 +14,8 @@ const chunks = sharedJsonLines<{ text: string }>('scifact/corpus.jsonl')
   .map((doc) => doc.text);
 
 let model: EmbeddingModel;
+/** The default batching (texts alone) on two cores: the bulk lane is two threads of one. */
+let twoThreads: EmbeddingModel;
 
 beforeAll(async () => {
   const config = loadConfig(process.env);
@@ -27,7 +29,16 @@ beforeAll(async () => {
     batching: 'padded',
   });
   await model.embed(['warm'], { priority: 'bulk' }); // the bulk lane starts on first use
+  twoThreads = await loadLocalModel({
+    id: config.embeddingModel,
+    modelsDir: config.modelsDir,
+    cacheDir: '/tmp/ragport-test-models',
+    dtype: config.embeddingDtype,
+    threads: 2,
+  });
 });
+
+const cosine = (a: Float32Array, b: Float32Array) => a.reduce((s, x, i) => s + x * (b[i] as number), 0);
 
 describe('the local model on threads of its own', () => {
   it('a bulk batch leaves the event loop free, and a query is answered before the batch ends', async () => {
@@ -56,8 +67,37 @@ describe('the local model on threads of its own', () => {
   it('gives the same vector for a text on either lane', async () => {
     const [bulk] = (await model.embed([chunks[0] as string], { priority: 'bulk' })).vectors;
     const [interactive] = (await model.embed([chunks[0] as string])).vectors;
-    const cosine = (bulk as Float32Array).reduce((s, x, i) => s + x * ((interactive as Float32Array)[i] as number), 0);
-    expect(cosine).toBeGreaterThan(0.9999);
+    expect(cosine(bulk as Float32Array, interactive as Float32Array)).toBeGreaterThan(0.9999);
+  });
+
+  it('the bulk lane splits its cores into model threads, at most four', () => {
+    expect([1, 2, 3, 4, 8, 16].map(bulkLayout)).toEqual([
+      { threads: 1, intraOp: 1 },
+      { threads: 2, intraOp: 1 },
+      { threads: 3, intraOp: 1 },
+      { threads: 4, intraOp: 1 },
+      { threads: 4, intraOp: 2 },
+      { threads: 4, intraOp: 4 },
+    ]);
+  });
+
+  it('a batch spread over the bulk threads comes back in its order, each text as it embeds alone', async () => {
+    // Lengths differ so that the threads finish their texts out of order.
+    const texts = chunks.slice(0, 12).map((text, i) => (i % 3 === 0 ? text.slice(0, 40) : text));
+    const { vectors, promptTokens } = await twoThreads.embed(texts, { priority: 'bulk' });
+    const alone = await Promise.all(texts.map((text) => twoThreads.embed([text])));
+    expect(vectors).toHaveLength(12);
+    vectors.forEach((v, i) => expect(cosine(v, alone[i]?.vectors[0] as Float32Array)).toBeGreaterThan(0.9999));
+    expect(promptTokens).toBe(alone.reduce((n, a) => n + a.promptTokens, 0));
+  });
+
+  it('a padded batch spread over the bulk threads keeps its order', async () => {
+    const { vectors } = await model.embed(chunks, { priority: 'bulk' });
+    const alone = await Promise.all(chunks.map((text) => model.embed([text])));
+    vectors.forEach((v, i) => {
+      const similarities = alone.map((a) => cosine(v, a.vectors[0] as Float32Array));
+      expect(similarities.indexOf(Math.max(...similarities))).toBe(i);
+    });
   });
 
   it('counts tokens as the model does', async () => {
