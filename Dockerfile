@@ -9,9 +9,11 @@ COPY package.json package-lock.json .npmrc ./
 RUN npm ci --omit=dev --no-audit --no-fund
 
 FROM node:24-bookworm-slim AS runtime
+# MALLOC_ARENA_MAX: as `npm start` sets it (glibc; docs/operations.md#sizing).
 ENV PORT=8080 \
     HOST=0.0.0.0 \
-    DATA_DIR=/data
+    DATA_DIR=/data \
+    MALLOC_ARENA_MAX=2
 WORKDIR /app
 # The code_execution sandbox: bubblewrap, setpriv/prlimit, libseccomp (its filter is compiled at
 # start-up) and Debian's python3 under /usr. See docs/sandbox.md for the container's options.

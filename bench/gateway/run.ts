@@ -46,7 +46,7 @@ function startScriptOptions(): string {
   const { scripts } = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as {
     scripts: { start: string };
   };
-  return (/^node ((?:--\S+ )*)/.exec(scripts.start)?.[1] ?? '').trim();
+  return (/^(?:[A-Z_]+=\S+ )*node ((?:--\S+ )*)/.exec(scripts.start)?.[1] ?? '').trim();
 }
 
 interface Target {
@@ -318,7 +318,12 @@ async function main(): Promise<void> {
   ): Promise<Target> => {
     const { child, ready } = await forkTs<{ port: number; key: string }>(
       'ragport-server.ts',
-      { BENCH_UPSTREAM_URL: mock.url, BENCH_DATABASE_URL: databaseUrl ?? '' },
+      // glibc's arenas as `npm start` sets them (package.json), unless the caller chose.
+      {
+        BENCH_UPSTREAM_URL: mock.url,
+        BENCH_DATABASE_URL: databaseUrl ?? '',
+        MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '2',
+      },
       execArgv,
     );
     return {

@@ -78,6 +78,9 @@ describe('starting ragport the first time', { timeout: 180_000 }, () => {
       const { pid } = JSON.parse(readFileSync(path.join(dataDir, LOCK_FILE), 'utf8')) as { pid: number };
       const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
       expect(argv.slice(1, 3)).toEqual(['--max-semi-space-size=16', 'src/start.mjs']);
+      // …and with glibc's malloc arenas bounded (unless the environment chose a value).
+      const environ = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+      expect(environ).toContain(`MALLOC_ARENA_MAX=${process.env.MALLOC_ARENA_MAX ?? '2'}`);
 
       // Stopping npm by its pid stops the server too: the port and the data directory are free.
       npm.kill('SIGTERM');
