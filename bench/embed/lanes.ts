@@ -14,6 +14,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../../src/config.ts';
+import type { EmbeddingModel } from '../../src/embeddings/embeddings.types.ts';
 import { bulkLayout, loadLocalModel } from '../../src/embeddings/local.model.ts';
 import { withTitle } from '../../src/ingestion/title.ts';
 import { sharedJsonLines } from '../../test/support/fixtures.ts';
@@ -27,9 +28,10 @@ const texts = sharedJsonLines<{ title: string; text: string }>('scifact/corpus.j
   .slice(0, COUNT)
   .map((d) => withTitle(d.title, d.text));
 
+const chosen = bulkLayout(cores);
 const layouts = [
   { name: `1 thread × ${cores} (before)`, bulk: { threads: 1, intraOp: cores } },
-  { name: `default: ${bulkLayout(cores).threads} threads × ${bulkLayout(cores).intraOp}`, bulk: bulkLayout(cores) },
+  { name: `default: ${chosen.threads} threads × ${chosen.intraOp}`, bulk: chosen },
   { name: '1 thread × 1', bulk: { threads: 1, intraOp: 1 } },
 ];
 
@@ -44,7 +46,7 @@ function startLoad(): ChildProcess[] {
 }
 
 const config = loadConfig(process.env);
-const models = new Map<string, Awaited<ReturnType<typeof loadLocalModel>>>();
+const models = new Map<string, EmbeddingModel>();
 for (const layout of layouts) {
   const model = await loadLocalModel({
     id: config.embeddingModel,
@@ -61,7 +63,7 @@ const results: { layout: string; load: 'idle' | 'shared'; round: number; texts_p
 for (let round = 1; round <= ROUNDS; round++) {
   for (const load of ['idle', 'shared'] as const) {
     for (const layout of layouts) {
-      const model = models.get(layout.name) as Awaited<ReturnType<typeof loadLocalModel>>;
+      const model = models.get(layout.name) as EmbeddingModel;
       const others = load === 'shared' ? startLoad() : [];
       await new Promise((resolve) => setTimeout(resolve, 300));
       // As ingestion sends them: a few documents' chunks at a time.

@@ -132,9 +132,7 @@ const MAX_BULK_THREADS = 4;
  * How the bulk lane splits `threads` cores: model threads running texts side by side, each with
  * `intraOp` ONNX Runtime threads. A run split across threads waits at every operator for the
  * slowest of them; when the database, a query or the event loop takes one of its cores (the bulk
- * lane runs niced), the other stalls. Measured on 2 cores with ~0.9 of a core taken by other
- * threads: one thread × 2 embedded 38–43 chunk-sized texts/s, two threads × 1 embedded 64–70
- * (idle: 100–107 against 117–119).
+ * lane runs niced), the other stalls: `bench/embed/lanes.ts` (docs/operations.md, What runs where).
  */
 export function bulkLayout(threads: number): { threads: number; intraOp: number } {
   const count = Math.max(1, Math.min(threads, MAX_BULK_THREADS));
