@@ -9,6 +9,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite/vector';
 import { createIdleCollector } from '../threads/idle-gc.ts';
+import { initializeDataDir, isInitialized, startParams } from './pglite-init.ts';
 import type { Request, Response, WireError } from './pglite-protocol.ts';
 import { createPreparedStatements } from './pglite-statements.ts';
 import { createPriorityGate } from './priority.ts';
@@ -22,9 +23,11 @@ const { dataDir } = workerData as { dataDir: string | undefined };
  * parseInt: a 50 MB upload held the thread for 20 s and took 2 GB (now about 3 s).
  */
 const BYTEA = 17;
+if (dataDir !== undefined && !isInitialized(dataDir)) await initializeDataDir(dataDir);
 const pg = await PGlite.create({
   ...(dataDir === undefined ? {} : { dataDir }),
   extensions: { vector },
+  startParams,
   serializers: {
     [BYTEA]: (value: unknown) => {
       const bytes = value as Uint8Array;
