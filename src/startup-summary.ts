@@ -17,6 +17,8 @@ export interface StartupFacts {
   tools: readonly ToolState[];
   /** Node's own options, in the order it applies them (the last of a flag wins). */
   nodeOptions?: readonly string[];
+  /** glibc's version and `MALLOC_ARENA_MAX`, or null on another C library (default: this process's). */
+  glibc?: { version: string; arenaMax: string | undefined } | null;
 }
 
 const SEMI_SPACE = /^--max[-_]semi[-_]space[-_]size=(\d+)$/;
@@ -30,6 +32,32 @@ function memoryLine(nodeOptions: readonly string[]): string {
   return bound !== undefined
     ? `memory: young generation bounded (--max-semi-space-size=${bound})`
     : 'memory: young generation sized by V8 from the host; start with `npm start`, or pass --max-semi-space-size=16 to node, to bound it';
+}
+
+/**
+ * glibc keeps what each thread frees in arenas of its own, up to eight per core; the server runs
+ * the database, the model lanes and ONNX Runtime on threads (docs/operations.md, Sizing). glibc
+ * reads MALLOC_ARENA_MAX once, before any of this code, so the summary can only report it.
+ */
+function allocatorLine(glibc: StartupFacts['glibc']): string[] {
+  if (!glibc) return [];
+  return [
+    glibc.arenaMax !== undefined && glibc.arenaMax !== ''
+      ? `allocator: glibc ${glibc.version}, arenas bounded (MALLOC_ARENA_MAX=${glibc.arenaMax})`
+      : `allocator: glibc ${glibc.version}, arenas per thread (up to 8 per core); start with \`npm start\`, or set MALLOC_ARENA_MAX=2 in the environment, to bound them`,
+  ];
+}
+
+/** glibc's version when Node runs on it (Node's diagnostic report names it), else null. */
+function processGlibc(): StartupFacts['glibc'] {
+  // Without the network section: it would name every open socket's peer, by DNS if need be.
+  const reporter = process.report as typeof process.report & { excludeNetwork: boolean };
+  const excludeNetwork = reporter.excludeNetwork;
+  reporter.excludeNetwork = true;
+  const report = reporter.getReport() as { header?: { glibcVersionRuntime?: string } };
+  reporter.excludeNetwork = excludeNetwork;
+  const version = report.header?.glibcVersionRuntime;
+  return version === undefined ? null : { version, arenaMax: process.env.MALLOC_ARENA_MAX };
 }
 
 /** The options Node started with, in the order it applies them: NODE_OPTIONS, then its command line's. */
@@ -47,7 +75,7 @@ function serverOf(url: string): string {
 /**
  * What a new operator needs to know first, one line each: where the data is, whether an admin key
  * is set, the embedding model and where it came from, the chat providers and the tools, and whether
- * Node's young generation is bounded, with what to configure for whatever is off.
+ * Node's young generation and glibc's arenas are bounded, with what to configure for whatever is off.
  */
 export function startupSummary({
   config,
@@ -55,6 +83,7 @@ export function startupSummary({
   embeddings,
   tools,
   nodeOptions = processNodeOptions(),
+  glibc = processGlibc(),
 }: StartupFacts): string[] {
   const databaseLine =
     database === 'pglite' || config.databaseUrl === undefined
@@ -81,5 +110,5 @@ export function startupSummary({
   const toolLine = `tools: ${tools
     .map((t) => (t.enabled ? `${t.name} on` : `${t.name} off (${t.reason ?? 'disabled'})`))
     .join('; ')}`;
-  return [databaseLine, adminLine, ...modelLines, chatLine, toolLine, memoryLine(nodeOptions)];
+  return [databaseLine, adminLine, ...modelLines, chatLine, toolLine, memoryLine(nodeOptions), ...allocatorLine(glibc)];
 }

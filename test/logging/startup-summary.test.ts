@@ -4,14 +4,15 @@ import { createEmbeddingRegistry } from '../../src/embeddings/registry.ts';
 import { startupSummary } from '../../src/startup-summary.ts';
 
 const config = loadConfig({});
-const memoryLine = (nodeOptions: string[]) =>
+const summary = (facts: Partial<Parameters<typeof startupSummary>[0]>) =>
   startupSummary({
     config,
     database: 'pglite',
     embeddings: createEmbeddingRegistry({ local: new Map(), defaultLocal: config.embeddingModel }),
     tools: [],
-    nodeOptions,
-  }).find((line) => line.startsWith('memory: '));
+    ...facts,
+  });
+const memoryLine = (nodeOptions: string[]) => summary({ nodeOptions }).find((line) => line.startsWith('memory: '));
 
 describe('start-up summary: the young generation', () => {
   it('says the bound Node was started with', () => {
@@ -29,5 +30,36 @@ describe('start-up summary: the young generation', () => {
       'memory: young generation sized by V8 from the host; start with `npm start`, or pass --max-semi-space-size=16 to node, to bound it',
     );
     expect(memoryLine(['--max-old-space-size=512', '--max-semi-space-size'])).toMatch(/sized by V8 from the host/);
+  });
+});
+
+describe("start-up summary: glibc's malloc arenas", () => {
+  const allocator = (glibc: Parameters<typeof startupSummary>[0]['glibc']) =>
+    summary({ glibc }).filter((line) => line.startsWith('allocator: '));
+
+  it('says MALLOC_ARENA_MAX when it is set', () => {
+    expect(allocator({ version: '2.36', arenaMax: '2' })).toEqual([
+      'allocator: glibc 2.36, arenas bounded (MALLOC_ARENA_MAX=2)',
+    ]);
+  });
+
+  it('without it, says how to bound them', () => {
+    const unbounded = [
+      'allocator: glibc 2.36, arenas per thread (up to 8 per core); start with `npm start`, or set MALLOC_ARENA_MAX=2 in the environment, to bound them',
+    ];
+    expect(allocator({ version: '2.36', arenaMax: undefined })).toEqual(unbounded);
+    expect(allocator({ version: '2.36', arenaMax: '' })).toEqual(unbounded);
+  });
+
+  it('says nothing of arenas on another C library', () => {
+    expect(allocator(null)).toEqual([]);
+  });
+
+  it("reads this process's own glibc and environment by default", () => {
+    const line = summary({}).find((l) => l.startsWith('allocator: '));
+    const glibc = (process.report.getReport() as { header: { glibcVersionRuntime?: string } }).header
+      .glibcVersionRuntime;
+    if (glibc === undefined) expect(line).toBeUndefined();
+    else expect(line).toContain(`allocator: glibc ${glibc}, arenas`);
   });
 });

@@ -70,6 +70,11 @@ describe('starting ragport the first time', { timeout: 180_000 }, () => {
         /^tools: rag_search on; web_search off \(no search provider is configured; set BRAVE_SEARCH_API_KEY, TAVILY_API_KEY or SEARXNG_URL to enable it\); code_execution on/,
       );
       expect(messages).toContain('memory: young generation bounded (--max-semi-space-size=16)');
+      expect(messages.find((m) => m.startsWith('allocator: '))).toMatch(
+        new RegExp(
+          `^allocator: glibc \\d+\\.\\d+, arenas bounded \\(MALLOC_ARENA_MAX=${process.env.MALLOC_ARENA_MAX ?? '2'}\\)$`,
+        ),
+      );
       // One line says where it listens (not one per local address); health polls are not logged at info.
       expect(output.match(/listening/gi)).toHaveLength(1);
       expect(messages).toContain(`ragport listening on http://127.0.0.1:${port}`);
