@@ -3,13 +3,16 @@
  * process, so what PGlite's initdb leaves behind never stays in the server; the database runs with
  * 32 MB of shared buffers instead of PostgreSQL's 128 MB, all of which PGlite touches at start.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openPglite, queryRows } from '../../src/db/client.ts';
 import { sql } from '../../src/db/orm.ts';
 import { initializeDataDir, isInitialized } from '../../src/db/pglite-init.ts';
+import { until } from '../support/poll.ts';
 
 const root = mkdtempSync(path.join(tmpdir(), 'ragport-pglite-init-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -42,6 +45,34 @@ describe('a new embedded data directory', () => {
     } finally {
       await again.close();
     }
+  });
+
+  it('a creation killed half-way (a first start stopped with Ctrl-C) is redone by the next open', async () => {
+    const dir = path.join(root, 'killed');
+    const child = spawn(
+      process.execPath,
+      [fileURLToPath(new URL('../../src/db/pglite-init.ts', import.meta.url)), dir],
+      { stdio: 'ignore' },
+    );
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    // PGlite writes the files of initdb's result one by one, PG_VERSION among the last.
+    await until('the first files', () => existsSync(dir) && readdirSync(dir).length > 0, {
+      timeoutMs: 60_000,
+      intervalMs: 5,
+    });
+    child.kill('SIGKILL');
+    await exited;
+    expect(isInitialized(dir)).toBe(false);
+
+    const database = await openPglite(dir);
+    try {
+      await database.db.execute(sql`create table after_the_kill (v int)`);
+      await database.db.execute(sql`insert into after_the_kill values (1)`);
+      expect(await queryRows(database.db, sql`select v from after_the_kill`)).toEqual([{ v: 1 }]);
+    } finally {
+      await database.close();
+    }
+    expect(isInitialized(dir)).toBe(true);
   });
 
   it('fails with the directory and the cause when it cannot be created', async () => {
