@@ -9,7 +9,7 @@
  *   node src/db/pglite-init.ts <dir>       (what initializeDataDir runs)
  */
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PGlite } from '@electric-sql/pglite';
@@ -44,6 +44,7 @@ if (process.argv[1] === script) {
   const dir = process.argv[2];
   if (!dir) throw new Error('usage: pglite-init.ts <dir>');
   try {
+    mkdirSync(dir, { recursive: true });
     const pg = await PGlite.create({ dataDir: dir, startParams });
     await pg.close();
   } catch (error) {

@@ -19,7 +19,7 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 describe('a new embedded data directory', () => {
   it('is created by another process: this one does not grow by an initdb', async () => {
-    const dir = path.join(root, 'direct');
+    const dir = path.join(root, 'not', 'yet', 'there');
     expect(isInitialized(dir)).toBe(false);
     const before = process.memoryUsage().rss;
     await initializeDataDir(dir);
