@@ -95,9 +95,15 @@ export async function startServerProcess(env: Record<string, string>): Promise<R
   const port = await freePort();
   const server = spawnRagport('server', { PORT: String(port), ...env });
   const url = `http://127.0.0.1:${port}`;
-  await waitUntil(`server on ${port} ready`, async () => (await fetch(`${url}/readyz`)).status === 200, {
-    process: server,
-  });
+  try {
+    await waitUntil(`server on ${port} ready`, async () => (await fetch(`${url}/readyz`)).status === 200, {
+      process: server,
+    });
+  } catch (error) {
+    // A server that never became ready is not left running after the test that started it.
+    await server.stop('SIGKILL');
+    throw error;
+  }
   return Object.assign(server, { url });
 }
 
