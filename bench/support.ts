@@ -2,6 +2,7 @@ import { execSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 import { pino, type Logger } from 'pino';
 import { buildApp, type App } from '../src/app.ts';
 import { loadConfig, type Config } from '../src/config.ts';
@@ -143,4 +144,25 @@ export function saveResults(name: string, data: unknown): string {
     ),
   );
   return file;
+}
+
+/** A database of its own on the server (`<prefix>_<pid>`), dropped after, so earlier runs' data play no part. */
+export async function withScratchDatabase<T>(
+  url: string,
+  prefix: string,
+  work: (url: string) => Promise<T>,
+): Promise<T> {
+  const name = `${prefix}_${process.pid}`;
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  await admin.query(`drop database if exists ${name}`);
+  await admin.query(`create database ${name}`);
+  try {
+    const scratch = new URL(url);
+    scratch.pathname = `/${name}`;
+    return await work(scratch.toString());
+  } finally {
+    await admin.query(`drop database if exists ${name} with (force)`);
+    await admin.end();
+  }
 }

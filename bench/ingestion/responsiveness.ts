@@ -22,14 +22,13 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { sql } from '../../src/db/orm.ts';
 import { loadConfig } from '../../src/config.ts';
 import { openPglite, openPostgres, queryRows, type Database } from '../../src/db/client.ts';
 import { loadLocalModel } from '../../src/embeddings/local.model.ts';
 import { withTitle } from '../../src/ingestion/title.ts';
 import { sharedJsonLines } from '../../test/support/fixtures.ts';
-import { api, saveResults } from '../support.ts';
+import { api, saveResults, withScratchDatabase } from '../support.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 /** The checkout whose server is measured (another commit's worktree for a before/after). */
@@ -319,26 +318,10 @@ async function run(label: string, databaseUrl: string | undefined) {
   }
 }
 
-/** A database of its own on the server, so earlier runs' data play no part. */
-async function withScratchDatabase<T>(url: string, work: (url: string) => Promise<T>): Promise<T> {
-  const name = `ragport_ingest_bench_${process.pid}`;
-  const admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-  await admin.query(`drop database if exists ${name}`);
-  await admin.query(`create database ${name}`);
-  try {
-    const scratch = new URL(url);
-    scratch.pathname = `/${name}`;
-    return await work(scratch.toString());
-  } finally {
-    await admin.query(`drop database if exists ${name} with (force)`);
-    await admin.end();
-  }
-}
-
 const results = [await run('embedded (PGlite)', undefined)];
 const serverUrl = process.env.BENCH_DATABASE_URL;
-if (serverUrl) results.push(await withScratchDatabase(serverUrl, (url) => run('PostgreSQL server', url)));
+if (serverUrl)
+  results.push(await withScratchDatabase(serverUrl, 'ragport_ingest_bench', (url) => run('PostgreSQL server', url)));
 
 const ms = (s: { p50: number; p99: number; max: number }) => `${round(s.p50)} / ${round(s.p99)} / ${round(s.max)}`;
 const label = process.env.BENCH_LABEL ?? path.basename(serverRoot);

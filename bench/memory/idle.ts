@@ -16,8 +16,7 @@ import { cpus, tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
-import { saveResults } from '../support.ts';
+import { saveResults, withScratchDatabase } from '../support.ts';
 
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const roots = (process.env.BENCH_SERVER_ROOTS ?? here).split(',').map((r) => path.resolve(r));
@@ -78,22 +77,6 @@ async function measure(root: string, env: Record<string, string>): Promise<Omit<
   }
 }
 
-async function withScratchDatabase<T>(url: string, work: (url: string) => Promise<T>): Promise<T> {
-  const name = `ragport_memory_bench_${process.pid}`;
-  const admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-  await admin.query(`drop database if exists ${name}`);
-  await admin.query(`create database ${name}`);
-  try {
-    const scratch = new URL(url);
-    scratch.pathname = `/${name}`;
-    return await work(scratch.toString());
-  } finally {
-    await admin.query(`drop database if exists ${name} with (force)`);
-    await admin.end();
-  }
-}
-
 const samples: Sample[] = [];
 const serverUrl = process.env.BENCH_DATABASE_URL;
 for (let round = 1; round <= ROUNDS; round++) {
@@ -110,7 +93,7 @@ for (let round = 1; round <= ROUNDS; round++) {
     if (serverUrl) {
       const dataDir = mkdtempSync(path.join(tmpdir(), 'ragport-memory-bench-'));
       try {
-        const sample = await withScratchDatabase(serverUrl, (url) =>
+        const sample = await withScratchDatabase(serverUrl, 'ragport_memory_bench', (url) =>
           measure(root, { DATA_DIR: dataDir, DATABASE_URL: url }),
         );
         samples.push({ database: 'PostgreSQL server', start: 'migrated database', ...sample });
