@@ -29,6 +29,7 @@ const ops = [
   'test/ingestion/recovery.test.ts',
   'test/ingestion/hostile.test.ts',
   'test/ingestion/parse-pool.test.ts',
+  'test/processes/**/*.test.ts',
   'test/keys/keys.cli.test.ts',
   'test/ratelimit/multi-instance.test.ts',
   'test/ratelimit/redis-down.test.ts',

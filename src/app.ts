@@ -27,6 +27,7 @@ import type { IngestionWorker } from './ingestion/worker.ts';
 import type { Metrics } from './metrics/metrics.ts';
 import { installHttpMetrics, metricsRoutes } from './metrics/metrics.routes.ts';
 import { createProcessing } from './modules.ts';
+import type { Spawner } from './processes/spawner.ts';
 import { createToolsModule } from './tools/tools.module.ts';
 import { createRetrievalModule } from './retrieval/retrieval.module.ts';
 import type { UsageRecorder } from './usage/usage.recorder.ts';
@@ -38,6 +39,8 @@ export interface AppDeps {
   logger: Logger;
   embeddings: EmbeddingRegistry;
   clock?: Clock;
+  /** Forks child processes (parsers), started before the database and the model; absent: ingestion's own. */
+  spawner?: Spawner;
 }
 
 export interface App {
@@ -87,6 +90,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     logger,
     clock,
     concurrency: config.ingestionConcurrency,
+    spawner: deps.spawner,
   });
   const { metrics, embeddings, gateway } = processing;
   const usage = processing.usage.service;

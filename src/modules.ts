@@ -8,6 +8,7 @@ import { createIngestionModule } from './ingestion/ingestion.module.ts';
 import { createJobsRepository } from './ingestion/jobs.repository.ts';
 import { countEmbeddings } from './metrics/embeddings.ts';
 import { createMetrics } from './metrics/metrics.ts';
+import type { Spawner } from './processes/spawner.ts';
 import { createUsageModule } from './usage/usage.module.ts';
 import type { WebhookSender } from './webhooks/sender.ts';
 import { createWebhooksModule } from './webhooks/webhooks.module.ts';
@@ -21,6 +22,8 @@ export interface ProcessingDeps {
   clock: Clock;
   /** Ingestion jobs at once in this process; 0: none, and no webhook sender either. */
   concurrency: number;
+  /** Forks child processes (parsers), started while the process was small; absent: ingestion's own. */
+  spawner?: Spawner;
 }
 
 /**
@@ -56,6 +59,7 @@ export async function createProcessing(deps: ProcessingDeps) {
     config,
     logger,
     concurrency: deps.concurrency,
+    spawner: deps.spawner,
   });
   const webhooks = createWebhooksModule({ db, config: config.webhooks, logger });
   let sender: WebhookSender | undefined;

@@ -5,6 +5,7 @@ import { DataDirLockedError } from './db/data-dir-lock.ts';
 import { loadEmbeddings } from './embeddings/load.ts';
 import { createLogger } from './logging.ts';
 import { startMetricsServer } from './http/metrics-server.ts';
+import { createSpawner } from './processes/spawner.ts';
 import { createLimiter } from './ratelimit/create.ts';
 import { startupSummary } from './startup-summary.ts';
 
@@ -14,6 +15,8 @@ const STREAM_END_GRACE_MS = 250;
 async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
+  // Before the database and the model make this process large (see processes/spawner.ts).
+  const spawner = createSpawner({ logger });
   // An embedded engine that failed below SQL is not used again: readiness fails at once, and the
   // process shuts down with status 1 so that its supervisor starts it afresh.
   const onBroken: { stop: (reason: string) => unknown } = { stop: () => undefined };
@@ -24,7 +27,7 @@ async function main(): Promise<void> {
   await database.migrate();
   const limiter = await createLimiter({ redisUrl: config.redisUrl, redisFailureMode: config.redisFailureMode, logger });
   const embeddings = await loadEmbeddings(config, logger);
-  const app = await buildApp({ config, database, limiter, logger, embeddings });
+  const app = await buildApp({ config, database, limiter, logger, embeddings, spawner });
   for (const line of startupSummary({
     config,
     database: database.kind,
@@ -79,6 +82,7 @@ async function main(): Promise<void> {
     clearTimeout(deadline);
     await metricsServer?.close();
     await limiter.close();
+    await spawner.close();
     await database.close();
     logger.info('stopped');
     process.exit(exitCode);

@@ -4,6 +4,7 @@ import { loadEmbeddings } from './embeddings/load.ts';
 import { createLogger } from './logging.ts';
 import { startMetricsServer } from './http/metrics-server.ts';
 import { createProcessing } from './modules.ts';
+import { createSpawner } from './processes/spawner.ts';
 
 /** A standalone ingestion worker (`npm run worker`): claims jobs from the shared queue, serves no API. */
 async function main(): Promise<void> {
@@ -12,6 +13,8 @@ async function main(): Promise<void> {
   if (config.databaseUrl === undefined) {
     throw new ConfigError('npm run worker needs DATABASE_URL: the embedded database admits only the server process');
   }
+  // Before the database and the model make this process large (see processes/spawner.ts).
+  const spawner = createSpawner({ logger });
   const database = await openConfiguredDatabase(config, logger);
   await database.migrate();
   const processing = await createProcessing({
@@ -21,6 +24,7 @@ async function main(): Promise<void> {
     logger,
     clock: Date.now,
     concurrency: Math.max(1, config.ingestionConcurrency),
+    spawner,
   });
   const { metrics } = processing;
   const { token, port } = config.metrics;
@@ -46,6 +50,7 @@ async function main(): Promise<void> {
     deadline.unref();
     await processing.stop();
     await processing.close();
+    await spawner.close();
     await metricsServer?.close();
     await database.close();
     logger.info('worker stopped');

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { EmbeddingRegistry } from '../embeddings/registry.ts';
 import type { JobsRepository } from './jobs.repository.ts';
+import type { Spawner } from '../processes/spawner.ts';
 import { probeOcr, type OcrStatus } from './ocr.ts';
 import { createIngestionWorker, type IngestionMetrics, type IngestionWorker } from './worker.ts';
 
@@ -14,6 +15,8 @@ export interface IngestionModuleDeps {
   logger: Logger;
   /** Jobs processed at once in this process; 0: none (another process runs `npm run worker`). */
   concurrency: number;
+  /** Forks the parser processes; absent: the parse pool starts its own. */
+  spawner?: Spawner;
 }
 
 export interface IngestionModule {
@@ -41,6 +44,7 @@ export async function createIngestionModule(deps: IngestionModuleDeps): Promise<
     logger,
     concurrency,
     metrics: deps.metrics,
+    spawner: deps.spawner,
   });
   return { service, ocr };
 }

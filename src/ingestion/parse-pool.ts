@@ -1,9 +1,8 @@
-import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
+import { createSpawner, type SpawnedChild, type Spawner } from '../processes/spawner.ts';
 import type { ParseReply, ParseTask } from './parse-process.ts';
 import { ParseError } from './parsers/errors.ts';
 import type { OcrSettings } from './parsers/ocr.ts';
@@ -23,6 +22,8 @@ export interface ParsePoolOptions {
   maxTasksPerProcess?: number;
   /** OCR of PDF pages without a text layer; its time limit adds to a PDF's `timeoutMs`. */
   ocr?: OcrSettings;
+  /** Forks the parser processes; without one the pool starts its own, and closes it with itself. */
+  spawner?: Spawner;
 }
 
 export interface ParsePool {
@@ -41,7 +42,7 @@ export class ParserCrashed extends Error {
 }
 
 interface Parser {
-  child: ChildProcess;
+  child: SpawnedChild;
   ready: Promise<void>;
   exited: Promise<void>;
   alive: boolean;
@@ -80,6 +81,7 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
   const size = Math.max(1, options.concurrency);
   const idleMs = options.idleMs ?? 30_000;
   const maxTasks = options.maxTasksPerProcess ?? 100;
+  const spawner = options.spawner ?? createSpawner({ logger });
   const watchMemory = existsSync('/proc/self/status');
   if (!watchMemory) logger.warn('no /proc on this system: parser processes are bounded by their JS heap only');
 
@@ -98,17 +100,11 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
   const waiting: { resolve: () => void; reject: (error: unknown) => void }[] = [];
 
   const start = (): Parser => {
-    const child = fork(script, [], {
+    const child = spawner.fork(script, {
       // The parser needs nothing from the environment, and secrets stay out of it.
       env: {},
       execArgv: [`--max-old-space-size=${memoryMb}`],
-      serialization: 'advanced',
-      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
     });
-    // Only a running parse (its timer) keeps the server's event loop alive, never an idle process.
-    child.unref();
-    child.channel?.unref();
-    (child.stderr as Socket | null)?.unref();
     const parser: Parser = {
       child,
       alive: true,
@@ -117,8 +113,7 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
       ready: Promise.resolve(),
       exited: Promise.resolve(),
     };
-    child.stderr?.setEncoding('utf8');
-    child.stderr?.on('data', (text: string) => {
+    child.on('stderr', (text) => {
       parser.stderr = (parser.stderr + text).slice(-4096);
     });
     parser.exited = new Promise((resolve) => {
@@ -138,25 +133,24 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
         clearTimeout(timer);
         child.off('message', onMessage);
         child.off('exit', onExit);
-        child.off('error', onError);
       };
-      const onMessage = (reply: ParseReply) => {
-        if (reply.type !== 'ready') return;
+      const onMessage = (reply: unknown) => {
+        if ((reply as ParseReply).type !== 'ready') return;
         settle();
         resolve();
       };
-      const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
+      const onExit = (code: number | null, signal: NodeJS.Signals | null, error: string | undefined) => {
         settle();
-        reject(new ParserCrashed(`The parser process could not start (${describeExit(code, signal)})`));
-      };
-      const onError = (error: Error) => {
-        settle();
-        child.kill('SIGKILL');
-        reject(new ParserCrashed(`The parser process could not start: ${error.message}`));
+        reject(
+          new ParserCrashed(
+            error !== undefined
+              ? `The parser process could not start: ${error}`
+              : `The parser process could not start (${describeExit(code, signal)})`,
+          ),
+        );
       };
       child.on('message', onMessage);
       child.on('exit', onExit);
-      child.on('error', onError);
     });
     all.add(parser);
     return parser;
@@ -165,7 +159,7 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
   const run = (parser: Parser, task: ParseTask, limitMs: number, signal: AbortSignal | undefined) =>
     new Promise<ParsedDocument>((resolve, reject) => {
       const { child } = parser;
-      let stopped: 'timeout' | 'memory' | 'abort' | 'unsendable' | undefined;
+      let stopped: 'timeout' | 'memory' | 'abort' | undefined;
       let settled = false;
       const kill = (reason: typeof stopped) => {
         if (settled) return;
@@ -187,9 +181,10 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
         clearInterval(watchdog);
         signal?.removeEventListener('abort', onAbort);
         child.off('message', onMessage);
-        child.off('close', onExit);
+        child.off('exit', onExit);
       };
-      const onMessage = (reply: ParseReply) => {
+      const onMessage = (message: unknown) => {
+        const reply = message as ParseReply;
         if (reply.type === 'ready' || reply.id !== task.id) return;
         settle();
         if (reply.type === 'parsed') resolve({ text: reply.text, info: reply.info });
@@ -204,8 +199,8 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
         else reject(new ParserCrashed(`The parser process stopped unexpectedly (${describeExit(code, exitSignal)})`));
       };
       child.on('message', onMessage);
-      // 'close', not 'exit': by then stderr has been read to the end, V8's "heap out of memory" included.
-      child.on('close', onExit);
+      // Reported once stderr was read to the end, V8's "heap out of memory" included.
+      child.on('exit', onExit);
       signal?.addEventListener('abort', onAbort, { once: true });
       if (signal?.aborted) return kill('abort');
       const gone = () => {
@@ -213,11 +208,8 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
         reject(new ParserCrashed('The parser process stopped before it took the document'));
       };
       if (!parser.alive) return gone();
-      child.send(task, (error) => {
-        if (error === null) return;
-        if (parser.alive) kill('unsendable');
-        else if (!settled) gone();
-      });
+      // A child that cannot take the task is killed by the spawner: its exit settles the parse.
+      child.send(task);
     });
 
   const acquire = (signal: AbortSignal | undefined): Promise<void> => {
@@ -292,6 +284,7 @@ export function createParsePool(options: ParsePoolOptions): ParsePool {
         parser.child.kill('SIGKILL');
       }
       await Promise.all(exits);
+      if (options.spawner === undefined) await spawner.close();
     },
   };
 }

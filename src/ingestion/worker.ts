@@ -10,6 +10,7 @@ import { termFrequencies } from '../retrieval/analyzer.ts';
 import { chunkText, type ChunkingOptions } from './chunker.ts';
 import { documentTitle, withTitle } from './title.ts';
 import type { ClaimedJob, JobsRepository } from './jobs.repository.ts';
+import type { Spawner } from '../processes/spawner.ts';
 import { createParsePool } from './parse-pool.ts';
 import type { OcrSettings } from './parsers/ocr.ts';
 import { ParseError, type DocumentFormat } from './parsers/index.ts';
@@ -30,6 +31,8 @@ export interface IngestionWorkerDeps {
   parsing: ParsingConfig;
   /** OCR of scanned PDF pages (from probeOcr); absent: off. */
   ocr?: OcrSettings;
+  /** Forks the parser processes (the server's, started while it was small); absent: the pool's own. */
+  spawner?: Spawner;
   logger: Logger;
   /** Jobs processed at once by this worker. */
   concurrency: number;
@@ -86,6 +89,7 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
     concurrency: Math.min(deps.parsing.concurrency, Math.max(1, deps.concurrency)),
     logger: log,
     ocr: deps.ocr,
+    spawner: deps.spawner,
   });
   let running = false;
   const slots: Promise<void>[] = [];

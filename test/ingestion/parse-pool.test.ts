@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createParsePool, ParserCrashed, type ParsePool } from '../../src/ingestion/parse-pool.ts';
 import { parseDocument, ParseError } from '../../src/ingestion/parsers/index.ts';
 import { createLogger } from '../../src/logging.ts';
-import { alive, childPids, parserPids } from '../support/processes.ts';
+import { alive, childPids, descendantPids, parserPids } from '../support/processes.ts';
 import { enc, pdfSlowPages, pdfStreamBomb } from '../support/files.ts';
 import { sharedDocument } from '../support/fixtures.ts';
 import { until } from '../support/poll.ts';
@@ -37,6 +37,8 @@ describe('parse pool', () => {
     expect(pid).toBeGreaterThan(0);
     expect((await parsers.parse(enc('a,b\n1,2'), 'csv', {})).text).toBe('a: 1\nb: 2');
     expect(parserPids()).toEqual([pid]);
+    // Forked by the spawner, not by this process (whose event loop a fork would block).
+    expect(childPids()).not.toContain(pid);
   });
 
   it("reports the parser's own error as a ParseError, and keeps the process", async () => {
@@ -123,10 +125,12 @@ describe('parse pool', () => {
       cwd: new URL('../../', import.meta.url),
       stdio: 'ignore',
     });
-    const children = () => childPids(parent.pid);
-    await waitFor(() => children().length === 1, 'the parser process');
-    const [orphan] = children();
+    const parsers = () => descendantPids(parent.pid, 'parse-process.ts');
+    await waitFor(() => parsers().length === 1, 'the parser process');
+    const [orphan] = parsers();
+    const [spawner] = childPids(parent.pid, 'spawner-process.ts');
     parent.kill('SIGKILL');
     await waitFor(() => !alive(orphan as number), 'the orphaned parser process to exit');
+    await waitFor(() => !alive(spawner as number), 'the orphaned spawner to exit');
   });
 });

@@ -145,5 +145,18 @@ export function childPids(parent = process.pid, commandLine?: string): number[] 
   return pids;
 }
 
-/** This process's document parser processes. */
-export const parserPids = (): number[] => childPids(process.pid, 'parse-process.ts');
+/** Live processes below `root` (children, their children, …), optionally filtered as childPids. */
+export function descendantPids(root = process.pid, commandLine?: string): number[] {
+  const found: number[] = [];
+  const parents = [root];
+  for (let parent = parents.pop(); parent !== undefined; parent = parents.pop()) {
+    for (const pid of childPids(parent)) {
+      parents.push(pid);
+      if (commandLine === undefined || (read(`/proc/${pid}/cmdline`) ?? '').includes(commandLine)) found.push(pid);
+    }
+  }
+  return found;
+}
+
+/** This process's document parser processes (forked by its process spawner). */
+export const parserPids = (): number[] => descendantPids(process.pid, 'parse-process.ts');

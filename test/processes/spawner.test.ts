@@ -1,0 +1,93 @@
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/logging.ts';
+import { createSpawner, type SpawnedChild, type Spawner } from '../../src/processes/spawner.ts';
+import { alive, childPids, descendantPids } from '../support/processes.ts';
+import { until } from '../support/poll.ts';
+
+const echo = fileURLToPath(new URL('../support/echo-process.ts', import.meta.url));
+const spawnerPid = () => childPids(process.pid, 'spawner-process.ts')[0];
+const nextMessage = async (child: SpawnedChild) => (await once(child, 'message'))[0] as Record<string, unknown>;
+const exitOf = async (child: SpawnedChild) => (await once(child, 'exit')) as [number | null, string | null, string?];
+
+let spawner: Spawner | undefined;
+const open = () => (spawner = createSpawner({ logger: createLogger('silent') }));
+afterEach(async () => {
+  await spawner?.close();
+  spawner = undefined;
+  expect(descendantPids(process.pid, 'echo-process.ts')).toEqual([]);
+});
+
+describe('process spawner', () => {
+  it('forks children from its own process and relays their messages, stderr and exit', async () => {
+    const children = open();
+    const child = children.fork(echo, { execArgv: ['--max-old-space-size=64'], env: { ONLY: 'this' } });
+    const ready = await nextMessage(child);
+    // What the caller asked for, and nothing of this process's environment.
+    expect(ready).toEqual({ ready: true, argv: ['--max-old-space-size=64'], env: ['ONLY'] });
+    expect(child.pid).toBeGreaterThan(0);
+    expect(childPids()).not.toContain(child.pid);
+    expect(childPids(spawnerPid())).toContain(child.pid);
+
+    child.send({ bytes: new Uint8Array([1, 2, 3]), n: 7 });
+    expect(await nextMessage(child)).toEqual({ echo: { bytes: new Uint8Array([1, 2, 3]), n: 7 } });
+
+    const stderr: string[] = [];
+    child.on('stderr', (text) => stderr.push(text));
+    const exit = exitOf(child);
+    child.send({ stderr: 'last words\n' });
+    child.send({ exit: 3 });
+    // The exit comes after the child's stderr, read to its end.
+    expect(await exit).toEqual([3, null, undefined]);
+    expect(stderr.join('')).toBe('last words\n');
+    expect(child.alive).toBe(false);
+  });
+
+  it('kills a child on request, even one stuck in a loop', async () => {
+    const children = open();
+    const child = children.fork(echo, { execArgv: [], env: {} });
+    await nextMessage(child);
+    const pid = child.pid as number;
+    child.send({ hang: true });
+    const exit = exitOf(child);
+    child.kill('SIGKILL');
+    expect(await exit).toEqual([null, 'SIGKILL', undefined]);
+    expect(alive(pid)).toBe(false);
+  });
+
+  it('reports a child that cannot start', async () => {
+    const children = open();
+    const child = children.fork('/nonexistent/child.ts', { execArgv: [], env: {} });
+    const [code, signal] = await exitOf(child);
+    expect(code).not.toBe(0);
+    expect(signal).toBeNull();
+  });
+
+  it('a spawner killed from outside takes its children along; the next fork starts another', async () => {
+    const children = open();
+    const child = children.fork(echo, { execArgv: [], env: {} });
+    await nextMessage(child);
+    const first = spawnerPid() as number;
+    const orphan = child.pid as number;
+    const exit = exitOf(child);
+    process.kill(first, 'SIGKILL');
+    expect(await exit).toEqual([null, 'SIGKILL', 'the process spawner stopped']);
+    await until('the orphaned child to exit', () => !alive(orphan));
+
+    const next = children.fork(echo, { execArgv: [], env: {} });
+    expect(await nextMessage(next)).toMatchObject({ ready: true });
+    expect(spawnerPid()).not.toBe(first);
+  });
+
+  it('closing kills every child and the spawner', async () => {
+    const children = open();
+    const forked = [1, 2].map(() => children.fork(echo, { execArgv: [], env: {} }));
+    await Promise.all(forked.map(nextMessage));
+    const pids = [spawnerPid() as number, ...forked.map((c) => c.pid as number)];
+    const exits = forked.map(exitOf);
+    await children.close();
+    await Promise.all(exits);
+    for (const pid of pids) await until(`process ${pid} to exit`, () => !alive(pid));
+  });
+});
