@@ -27,7 +27,7 @@ import type { IngestionWorker } from './ingestion/worker.ts';
 import type { Metrics } from './metrics/metrics.ts';
 import { installHttpMetrics, metricsRoutes } from './metrics/metrics.routes.ts';
 import { createProcessing } from './modules.ts';
-import type { Spawner } from './processes/spawner.ts';
+import { createSpawner, type Spawner } from './processes/spawner.ts';
 import { createToolsModule } from './tools/tools.module.ts';
 import { createRetrievalModule } from './retrieval/retrieval.module.ts';
 import type { UsageRecorder } from './usage/usage.recorder.ts';
@@ -39,7 +39,7 @@ export interface AppDeps {
   logger: Logger;
   embeddings: EmbeddingRegistry;
   clock?: Clock;
-  /** Forks child processes (parsers), started before the database and the model; absent: ingestion's own. */
+  /** Forks child processes (parsers, sandboxed programs), started before the database and the model; absent: the app's own. */
   spawner?: Spawner;
 }
 
@@ -82,6 +82,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   const clock = deps.clock ?? Date.now;
   let shuttingDown = false;
   const streamsEnd = new AbortController();
+  // Parsers and sandboxed programs are forked by it; the server's own was started while it was small.
+  const spawner = deps.spawner ?? createSpawner({ logger });
   // Built before the server starts taking requests; its worker and webhook sender start once it is ready.
   const processing = await createProcessing({
     db: database.db,
@@ -90,7 +92,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     logger,
     clock,
     concurrency: config.ingestionConcurrency,
-    spawner: deps.spawner,
+    spawner,
   });
   const { metrics, embeddings, gateway } = processing;
   const usage = processing.usage.service;
@@ -182,6 +184,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     codeExecution: config.codeExecution,
     dataDir: config.dataDir,
     logger,
+    spawner,
   });
   const { codeExecution } = tools;
   const chatbots = createChatbotsModule({
@@ -247,6 +250,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   server.addHook('onClose', async () => {
     await processing.stop();
     await codeExecution.settled();
+    if (deps.spawner === undefined) await spawner.close();
   });
 
   // How long statements wait for the embedded database's one session, on /metrics.

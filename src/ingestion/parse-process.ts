@@ -3,9 +3,13 @@
  * answers over the IPC channel. It holds no secrets and no database connection, and it exits when
  * its parent goes away, so a hostile file can at worst take this process down.
  */
+import { setPriority } from 'node:os';
 import { messageOf, ParseError } from './parsers/errors.ts';
 import { parseDocument } from './parsers/index.ts';
 import type { DocumentFormat, ParsedDocument, ParseLimits } from './parsers/types.ts';
+
+/** Scheduling niceness of parser processes: the bulk lane's (embeddings/local.model.ts). */
+export const PARSER_NICENESS = 10;
 
 export interface ParseTask {
   id: number;
@@ -42,5 +46,8 @@ process.on('unhandledRejection', (reason) => {
   process.stderr.write(`unhandled rejection in parser: ${messageOf(reason)}\n`);
 });
 process.on('disconnect', () => process.exit(0));
+// Parsing is ingestion work: like the bulk lane's model threads, it yields the cores to requests
+// (a scanned PDF's OCR, in processes this one starts, inherits it).
+setPriority(PARSER_NICENESS);
 process.on('message', (task: ParseTask) => void run(task));
 send({ type: 'ready' });

@@ -3,11 +3,15 @@
  * processes on its behalf and relays their IPC messages, exits and stderr. It holds no secrets
  * (its environment is empty) and exits, its children killed, when the server goes away.
  */
-import { fork, type ChildProcess } from 'node:child_process';
+import { fork, spawn, type ChildProcess, type IOType } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
 import type { Socket } from 'node:net';
+import type { Readable, Writable } from 'node:stream';
 import type { SpawnerReply, SpawnerRequest } from './spawner.ts';
 
 const children = new Map<number, ChildProcess>();
+/** Spawned in process groups of their own: killed whole when the server goes. */
+const detached = new WeakSet<ChildProcess>();
 
 const reply = (message: SpawnerReply): void => {
   process.send?.(message);
@@ -43,14 +47,85 @@ function start(request: Extract<SpawnerRequest, { op: 'fork' }>): void {
   });
 }
 
-function handle(request: SpawnerRequest): void {
-  if (request.op === 'fork') return start(request);
-  const child = children.get(request.id);
-  if (child === undefined) return; // gone already: its exit is on its way
-  if (request.op === 'kill') {
+const message = (error: unknown) => (error instanceof Error ? error.message : String(error));
+
+function run(request: Extract<SpawnerRequest, { op: 'spawn' }>): void {
+  const { id } = request;
+  let ended = false;
+  const end = (code: number | null, signal: NodeJS.Signals | null, error?: string) => {
+    if (ended) return;
+    ended = true;
+    children.delete(id);
+    reply({ op: 'exit', id, code, signal, error });
+  };
+  const opened: number[] = [];
+  let child: ChildProcess;
+  try {
+    const stdio = Array.from({ length: request.stdio }, (_, fd): IOType | number => {
+      const file = request.files[fd];
+      if (file === undefined) return 'pipe';
+      const opening = openSync(file, 'r');
+      opened.push(opening);
+      return opening;
+    });
+    child = spawn(request.command, request.args, {
+      env: request.env,
+      cwd: request.cwd,
+      detached: request.detached,
+      stdio,
+    });
+  } catch (error) {
+    end(null, null, message(error));
+    return;
+  } finally {
+    for (const fd of opened) closeSync(fd);
+  }
+  children.set(id, child);
+  if (request.detached) detached.add(child);
+  child.once('spawn', () => reply({ op: 'spawned', id, pid: child.pid ?? 0 }));
+  child.once('error', (error) => {
+    if (child.pid === undefined) end(null, null, error.message);
+  });
+  for (const [fd, text] of Object.entries(request.inputs)) {
+    const stream = child.stdio[Number(fd)] as Writable | null;
+    stream?.on('error', () => undefined); // the program may exit without reading it
+    stream?.end(text);
+  }
+  const outputs = [child.stdout, child.stderr].filter((s): s is Readable => s !== null);
+  for (const stream of outputs) stream.on('data', (data: Buffer) => reply({ op: 'output', id, data }));
+  child.once('exit', (code, signal) => {
+    // What it left running dies with it (a pid namespace, say); still, never wait on a pipe.
+    const late = setTimeout(() => {
+      for (const stream of outputs) stream.destroy();
+      end(code, signal);
+    }, 500);
+    child.once('close', () => {
+      clearTimeout(late);
+      end(code, signal);
+    });
+  });
+}
+
+function signal(child: ChildProcess, request: Extract<SpawnerRequest, { op: 'kill' }>): void {
+  if (!request.group || child.pid === undefined) {
     child.kill(request.signal);
     return;
   }
+  // Only while it has not exited: once reaped, its pid (and group id) may be another's.
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  try {
+    process.kill(-child.pid, request.signal);
+  } catch {
+    // the group is gone already
+  }
+}
+
+function handle(request: SpawnerRequest): void {
+  if (request.op === 'fork') return start(request);
+  if (request.op === 'spawn') return run(request);
+  const child = children.get(request.id);
+  if (child === undefined) return; // gone already: its exit is on its way
+  if (request.op === 'kill') return signal(child, request);
   // A child that cannot take a message is no use to the server: it is replaced.
   child.send(request.message, (error) => {
     if (error !== null) child.kill('SIGKILL');
@@ -64,7 +139,9 @@ if (process.send === undefined) {
 process.on('message', handle);
 // The server is gone (exited, killed or crashed): so are its children, even one stuck in a loop.
 process.on('disconnect', () => {
-  for (const child of children.values()) child.kill('SIGKILL');
+  for (const child of children.values()) {
+    signal(child, { op: 'kill', id: 0, signal: 'SIGKILL', group: detached.has(child) });
+  }
   process.exit(0);
 });
 reply({ op: 'ready' });

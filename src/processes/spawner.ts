@@ -5,20 +5,38 @@ import type { Logger } from 'pino';
 
 export type SpawnerRequest =
   | { op: 'fork'; id: number; script: string; execArgv: string[]; env: Record<string, string> }
+  | ({ op: 'spawn'; id: number } & SpawnOptions)
   | { op: 'send'; id: number; message: Serializable }
-  | { op: 'kill'; id: number; signal: NodeJS.Signals };
+  | { op: 'kill'; id: number; signal: NodeJS.Signals; group?: boolean };
+
+/** A program with pipes: `files` open read-only at the given descriptors, `inputs` written to theirs and closed. */
+export interface SpawnOptions {
+  command: string;
+  args: string[];
+  env: Record<string, string>;
+  cwd: string;
+  /** Its own process group (and session), which `kill(signal, { group: true })` signals whole. */
+  detached: boolean;
+  /** Descriptors 0 … stdio - 1 exist; 1 and 2 are relayed as `output`, the rest are inputs or files. */
+  stdio: number;
+  files: Record<number, string>;
+  inputs: Record<number, string>;
+}
 
 export type SpawnerReply =
   | { op: 'ready' }
   | { op: 'spawned'; id: number; pid: number }
   | { op: 'message'; id: number; message: unknown }
   | { op: 'stderr'; id: number; text: string }
+  /** What a spawned program wrote to stdout or stderr, in order. */
+  | { op: 'output'; id: number; data: Uint8Array }
   /** After the child's stderr was relayed to the end; `error`: it could not be started or signalled. */
   | { op: 'exit'; id: number; code: number | null; signal: NodeJS.Signals | null; error?: string };
 
 export interface SpawnedChildEvents {
   message: [message: unknown];
   stderr: [text: string];
+  output: [data: Uint8Array];
   exit: [code: number | null, signal: NodeJS.Signals | null, error: string | undefined];
 }
 
@@ -29,13 +47,17 @@ export interface SpawnedChild extends EventEmitter<SpawnedChildEvents> {
   readonly alive: boolean;
   /** To the child's IPC channel (advanced serialization); a child that cannot take it is killed. */
   send(message: Serializable): void;
-  kill(signal: NodeJS.Signals): void;
+  /** `group`: its whole process group (a detached spawn's), while it has not exited. */
+  kill(signal: NodeJS.Signals, options?: { group?: boolean }): void;
   /** While referenced (until it exits), the child's events keep this process's event loop alive. */
   ref(): void;
 }
 
 export interface Spawner {
+  /** A Node script with an IPC channel (`send`, `message`) and its stderr relayed. */
   fork(script: string, options: { execArgv: string[]; env: Record<string, string> }): SpawnedChild;
+  /** A program with pipes: its stdout and stderr relayed as `output`. */
+  spawn(options: SpawnOptions): SpawnedChild;
   /** Kills every child and the spawner; a later fork starts a new spawner. */
   close(): Promise<void>;
 }
@@ -70,8 +92,8 @@ class Child extends EventEmitter<SpawnedChildEvents> implements SpawnedChild {
     if (this.alive) this.request({ op: 'send', id: this.id, message });
   }
 
-  kill(signal: NodeJS.Signals): void {
-    if (this.alive) this.request({ op: 'kill', id: this.id, signal });
+  kill(signal: NodeJS.Signals, options: { group?: boolean } = {}): void {
+    if (this.alive) this.request({ op: 'kill', id: this.id, signal, group: options.group });
   }
 
   ref(): void {
@@ -140,6 +162,9 @@ export function createSpawner({ logger }: { logger: Logger }): Spawner {
         case 'stderr':
           target.emit('stderr', reply.text);
           return;
+        case 'output':
+          target.emit('output', reply.data);
+          return;
         case 'exit':
           started.children.delete(reply.id);
           target.ended(reply.code, reply.signal, reply.error);
@@ -151,19 +176,23 @@ export function createSpawner({ logger }: { logger: Logger }): Spawner {
   // Now, while the process is small: a later start would cost what the spawner is there to save.
   zygote = startZygote();
 
+  const start = (order: (id: number) => SpawnerRequest): SpawnedChild => {
+    zygote ??= startZygote();
+    const current = zygote;
+    const id = nextId++;
+    const request = (message: SpawnerRequest) => {
+      if (current.process.connected) current.process.send(message);
+    };
+    const child = new Child(current, id, request);
+    current.children.set(id, child);
+    request(order(id));
+    return child;
+  };
+
   return {
-    fork(childScript, options) {
-      zygote ??= startZygote();
-      const current = zygote;
-      const id = nextId++;
-      const request = (message: SpawnerRequest) => {
-        if (current.process.connected) current.process.send(message);
-      };
-      const child = new Child(current, id, request);
-      current.children.set(id, child);
-      request({ op: 'fork', id, script: childScript, execArgv: options.execArgv, env: options.env });
-      return child;
-    },
+    fork: (childScript, options) =>
+      start((id) => ({ op: 'fork', id, script: childScript, execArgv: options.execArgv, env: options.env })),
+    spawn: (options) => start((id) => ({ op: 'spawn', id, ...options })),
 
     async close() {
       const current = zygote;

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createParsePool, ParserCrashed, type ParsePool } from '../../src/ingestion/parse-pool.ts';
 import { parseDocument, ParseError } from '../../src/ingestion/parsers/index.ts';
 import { createLogger } from '../../src/logging.ts';
-import { alive, childPids, descendantPids, parserPids } from '../support/processes.ts';
+import { alive, childPids, descendantPids, nicenessOf, parserPids } from '../support/processes.ts';
 import { enc, pdfSlowPages, pdfStreamBomb } from '../support/files.ts';
 import { sharedDocument } from '../support/fixtures.ts';
 import { until } from '../support/poll.ts';
@@ -39,6 +39,8 @@ describe('parse pool', () => {
     expect(parserPids()).toEqual([pid]);
     // Forked by the spawner, not by this process (whose event loop a fork would block).
     expect(childPids()).not.toContain(pid);
+    // Ingestion work, yielding the cores to requests like the bulk lane's model threads.
+    expect(nicenessOf(pid as number)).toBe(10);
   });
 
   it("reports the parser's own error as a ParseError, and keeps the process", async () => {

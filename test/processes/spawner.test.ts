@@ -64,6 +64,67 @@ describe('process spawner', () => {
     expect(signal).toBeNull();
   });
 
+  it('spawns a program with files and inputs at their descriptors, relaying its output and exit', async () => {
+    const children = open();
+    const output: Buffer[] = [];
+    const child = children.spawn({
+      command: '/bin/sh',
+      args: ['-c', 'cat; cat <&3; cat <&4 >&2; echo "$ONLY"; exit 5'],
+      env: { ONLY: 'this' },
+      cwd: '/',
+      detached: false,
+      stdio: 5,
+      files: { 3: fileURLToPath(new URL('../support/echo-process.ts', import.meta.url)) },
+      inputs: { 0: 'from stdin\n', 4: 'from fd 4\n' },
+    });
+    child.on('output', (data) => output.push(Buffer.from(data)));
+    expect(await exitOf(child)).toEqual([5, null, undefined]);
+    const text = Buffer.concat(output).toString();
+    expect(text.startsWith('from stdin\n/**\n * A child process for the spawner')).toBe(true);
+    expect(text.endsWith('\nfrom fd 4\nthis\n')).toBe(true);
+  });
+
+  it("kills a detached program's whole process group", async () => {
+    const children = open();
+    const child = children.spawn({
+      command: '/bin/sh',
+      args: ['-c', 'sleep 300 & sleep 300 & echo started; wait'],
+      env: {},
+      cwd: '/',
+      detached: true,
+      stdio: 3,
+      files: {},
+      inputs: {},
+    });
+    await once(child, 'output');
+    // The arguments are NUL-separated: this matches the sleepers, not the shell's command line.
+    const sleeping = () => descendantPids(spawnerPid(), 'sleep\u0000300');
+    await until('both sleepers', () => sleeping().length === 2);
+    const sleepers = sleeping();
+    const exit = exitOf(child);
+    child.kill('SIGKILL', { group: true });
+    expect(await exit).toEqual([null, 'SIGKILL', undefined]);
+    for (const pid of sleepers) await until(`sleep ${pid} to exit`, () => !alive(pid));
+  });
+
+  it('reports a program that does not exist', async () => {
+    const children = open();
+    const [code, signal, error] = await exitOf(
+      children.spawn({
+        command: '/nonexistent',
+        args: [],
+        env: {},
+        cwd: '/',
+        detached: false,
+        stdio: 3,
+        files: {},
+        inputs: {},
+      }),
+    );
+    expect([code, signal]).toEqual([null, null]);
+    expect(error).toMatch(/ENOENT/);
+  });
+
   it('a spawner killed from outside takes its children along; the next fork starts another', async () => {
     const children = open();
     const child = children.fork(echo, { execArgv: [], env: {} });

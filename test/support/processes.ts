@@ -123,6 +123,12 @@ function stateOf(pid: string | number): { state: string; ppid: number } | undefi
   return { state, ppid: Number(ppid) };
 }
 
+/** A process's scheduling niceness (field 19 of /proc/<pid>/stat). */
+export function nicenessOf(pid: number): number | undefined {
+  const stat = read(`/proc/${pid}/stat`);
+  return stat === undefined ? undefined : Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+}
+
 /** Whether a process runs: not gone, and not a zombie waiting to be reaped. */
 export const alive = (pid: number): boolean => {
   const state = stateOf(pid)?.state;

@@ -1,10 +1,9 @@
-import { spawn } from 'node:child_process';
 import { chmodSync, mkdirSync, readFileSync } from 'node:fs';
-import { access, constants, open } from 'node:fs/promises';
+import { access, constants } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
+import type { Spawner } from '../../processes/spawner.ts';
 import type { RunBudget } from './budget.ts';
 import { createOutputCollector, pythonLimits, type ExecutionResult, type Sandbox } from './limits.ts';
 
@@ -19,6 +18,7 @@ export interface PythonSandboxOptions {
   outputLimitBytes: number;
   seccompPath: string;
   budget: RunBudget;
+  spawner: Spawner;
 }
 
 interface HostTools {
@@ -182,40 +182,30 @@ export function createPythonSandbox(tools: HostTools, options: PythonSandboxOpti
             ])
           : []),
       ];
-      const filter = await open(options.seccompPath, 'r');
-      let child;
-      try {
-        // The host's Python runs the trusted launcher (launcher.py), which starts the chain.
-        child = spawn(tools.python3, ['-I', '-S', launcher, ...launch, '--', ...chain], {
-          env: {}, // bwrap's own environment is readable from inside as /proc/1/environ
-          cwd: '/',
-          detached: true, // its own process group
-          stdio: ['pipe', 'pipe', 'pipe', filter.fd, 'pipe', 'pipe'],
-        });
-      } finally {
-        await filter.close();
-      }
-      const pid = child.pid;
-      let exited = false;
+      // The host's Python runs the trusted launcher (launcher.py), which starts the chain; the
+      // spawner forks it, so this process's event loop never waits on a fork (processes/spawner.ts).
+      const child = options.spawner.spawn({
+        command: tools.python3,
+        args: ['-I', '-S', launcher, ...launch, '--', ...chain],
+        env: {}, // bwrap's own environment is readable from inside as /proc/1/environ
+        cwd: '/',
+        detached: true, // its own process group
+        stdio: 6,
+        files: { 3: options.seccompPath },
+        inputs: {
+          0: job.code,
+          4: `root:x:0:0::/:/usr/sbin/nologin\nsandbox:x:${uid}:${uid}::/tmp:/usr/sbin/nologin\n`,
+          5: `root:x:0:\nsandbox:x:${uid}:\n`,
+        },
+      });
       // The launcher kills the chain and reaps every process of the run; should it not be gone
-      // 2 s later, its group is killed. Only while it lives: afterwards its pid could be reused.
+      // 2 s later, its group is killed (by the spawner, only while the launcher has not exited).
       let stopping = false;
       const killGroup = () => {
-        if (pid === undefined || exited || stopping) return;
+        if (!child.alive || stopping) return;
         stopping = true;
-        try {
-          process.kill(pid, 'SIGTERM');
-        } catch {
-          return;
-        }
-        setTimeout(() => {
-          if (exited) return;
-          try {
-            process.kill(-pid, 'SIGKILL');
-          } catch {
-            // already gone
-          }
-        }, 2_000).unref();
+        child.kill('SIGTERM');
+        setTimeout(() => child.kill('SIGKILL', { group: true }), 2_000).unref();
       };
       const output = createOutputCollector(options.outputLimitBytes, killGroup);
       let timedOut = false;
@@ -224,38 +214,13 @@ export function createPythonSandbox(tools: HostTools, options: PythonSandboxOpti
         killGroup();
       }, job.timeoutMs);
       job.signal.addEventListener('abort', killGroup, { once: true });
-
-      const { stdout, stderr } = child;
-      // Extra stdio entries are duplex pipes; Node's tuple type stops at five.
-      const passwd = child.stdio[4] as Writable | null;
-      const group = (child.stdio as unknown[])[5] as Writable | null;
-      for (const stream of [child.stdin, passwd, group]) stream?.on('error', () => undefined);
-      passwd?.end(`root:x:0:0::/:/usr/sbin/nologin\nsandbox:x:${uid}:${uid}::/tmp:/usr/sbin/nologin\n`);
-      group?.end(`root:x:0:\nsandbox:x:${uid}:\n`);
-      child.stdin?.end(job.code);
-      stdout?.on('data', (chunk: Buffer) => output.write(chunk));
-      stderr?.on('data', (chunk: Buffer) => output.write(chunk));
-
-      const exit = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>(
-        (resolve) => {
-          child.once('error', (error) => resolve({ code: null, signal: null, error }));
-          child.once('exit', (code, signal) => {
-            exited = true;
-            // Everything in the sandbox dies with its pid namespace; still, never wait on a pipe.
-            const late = setTimeout(() => {
-              stdout?.destroy();
-              stderr?.destroy();
-            }, 500);
-            child.once('close', () => {
-              clearTimeout(late);
-              resolve({ code, signal });
-            });
-          });
-        },
+      child.on('output', (data) => output.write(Buffer.from(data.buffer, data.byteOffset, data.byteLength)));
+      const exit = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: string }>(
+        (resolve) => child.once('exit', (code, signal, error) => resolve({ code, signal, error })),
       );
       clearTimeout(timer);
       job.signal.removeEventListener('abort', killGroup);
-      if (exit.error) throw exit.error;
+      if (exit.error !== undefined) throw new Error(`the sandbox could not start: ${exit.error}`);
       return {
         output: output.text(),
         exit_code: exit.code ?? 128 + (signalNumbers[exit.signal ?? ''] ?? 9),

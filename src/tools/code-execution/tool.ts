@@ -8,6 +8,7 @@ import type { Tool } from '../tool.types.ts';
 import { createJavaScriptSandbox } from './javascript.ts';
 import type { Sandbox } from './limits.ts';
 import { createRunBudget, type RunBudget } from './budget.ts';
+import type { Spawner } from '../../processes/spawner.ts';
 import { createPythonSandbox, findHostTools } from './python.ts';
 import { createSlotQueue } from './queue.ts';
 import { ensureSeccompFilter } from './seccomp.ts';
@@ -35,7 +36,11 @@ type PythonAvailability = { ok: true; sandbox: Sandbox; budget: RunBudget['mode'
  * Finds the host tools, builds the seccomp filter and runs one trivial program in the sandbox.
  * Any failure disables Python: it never runs unsandboxed.
  */
-async function preparePython(config: CodeExecutionConfig, cacheDir: string): Promise<PythonAvailability> {
+async function preparePython(
+  config: CodeExecutionConfig,
+  cacheDir: string,
+  spawner: Spawner,
+): Promise<PythonAvailability> {
   try {
     const tools = await findHostTools();
     const seccompPath = await ensureSeccompFilter(cacheDir);
@@ -45,7 +50,7 @@ async function preparePython(config: CodeExecutionConfig, cacheDir: string): Pro
       slots: config.concurrency + 1,
       uidBase: config.uidBase,
     });
-    const sandbox = createPythonSandbox(tools, { ...config, seccompPath, budget });
+    const sandbox = createPythonSandbox(tools, { ...config, seccompPath, budget, spawner });
     const probe = await sandbox.run({
       code: 'print(6 * 7)',
       timeoutMs: 15_000,
@@ -67,6 +72,8 @@ export interface CodeExecutionDeps {
   /** Where the compiled seccomp filter is cached (`<DATA_DIR>/sandbox`). */
   dataDir: string;
   logger: Logger;
+  /** Forks the sandboxed Python programs (processes/spawner.ts). */
+  spawner: Spawner;
 }
 
 export function createCodeExecution(deps: CodeExecutionDeps) {
@@ -81,7 +88,7 @@ export function createCodeExecution(deps: CodeExecutionDeps) {
     javascript: createSlotQueue({ slots: config.jsConcurrency, ...share }),
   };
   const javascript = createJavaScriptSandbox(config);
-  const python = preparePython(config, join(deps.dataDir, 'sandbox')).then((availability) => {
+  const python = preparePython(config, join(deps.dataDir, 'sandbox'), deps.spawner).then((availability) => {
     if (availability.ok) {
       logger.info(`code_execution: Python sandbox ready (bubblewrap, seccomp; per-run budget: ${availability.budget})`);
     } else logger.warn({ reason: availability.reason }, 'code_execution: Python disabled, the sandbox is unavailable');
