@@ -62,7 +62,7 @@ export interface Spawner {
   close(): Promise<void>;
 }
 
-const script = fileURLToPath(new URL('./spawner-process.ts', import.meta.url));
+const script = fileURLToPath(new URL('./spawner-process.mjs', import.meta.url));
 
 interface Zygote {
   process: ChildProcess;

@@ -130,7 +130,7 @@ describe('parse pool', () => {
     const parsers = () => descendantPids(parent.pid, 'parse-process.ts');
     await waitFor(() => parsers().length === 1, 'the parser process');
     const [orphan] = parsers();
-    const [spawner] = childPids(parent.pid, 'spawner-process.ts');
+    const [spawner] = childPids(parent.pid, 'spawner-process.mjs');
     parent.kill('SIGKILL');
     await waitFor(() => !alive(orphan as number), 'the orphaned parser process to exit');
     await waitFor(() => !alive(spawner as number), 'the orphaned spawner to exit');

@@ -7,7 +7,7 @@ import { alive, childPids, descendantPids } from '../support/processes.ts';
 import { until } from '../support/poll.ts';
 
 const echo = fileURLToPath(new URL('../support/echo-process.ts', import.meta.url));
-const spawnerPid = () => childPids(process.pid, 'spawner-process.ts')[0];
+const spawnerPid = () => childPids(process.pid, 'spawner-process.mjs')[0];
 const nextMessage = async (child: SpawnedChild) => (await once(child, 'message'))[0] as Record<string, unknown>;
 const exitOf = async (child: SpawnedChild) => (await once(child, 'exit')) as [number | null, string | null, string?];
 
