@@ -4,14 +4,15 @@
  * BENCH_SETTLE_SECONDS (30) later, after the worker threads' idle collections. On the embedded
  * database twice per round: a new data directory (the first start) and the same directory again
  * (every later start); with BENCH_DATABASE_URL also on that PostgreSQL server (in a scratch
- * database, dropped after). Each checkout of BENCH_SERVER_ROOTS (comma-separated; default this
- * one) in turn per round, BENCH_ROUNDS (2) rounds, so a before/after is measured side by side.
+ * database, dropped after). Beside the server's own RSS, its child processes' (the process
+ * spawner) once settled. Each checkout of BENCH_SERVER_ROOTS (comma-separated; default this one)
+ * in turn per round, BENCH_ROUNDS (2) rounds, so a before/after is measured side by side.
  *
  *   MODELS_DIR=… node bench/memory/idle.ts
  *   MODELS_DIR=… BENCH_SERVER_ROOTS=/tmp/before,. BENCH_DATABASE_URL=postgres://… node bench/memory/idle.ts
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -27,7 +28,28 @@ if (!process.env.MODELS_DIR) throw new Error('MODELS_DIR is required: the server
 const commitOf = (root: string) =>
   execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
 const rssMb = (pid: number) =>
-  Math.round(Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024);
+  Math.round(Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024);
+
+/** Live processes below `pid` (the process spawner, parsers): their RSS is the server's too. */
+function descendants(pid: number): number[] {
+  const parentOf = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = (() => {
+      try {
+        return readFileSync(`/proc/${entry}/stat`, 'utf8');
+      } catch {
+        return '';
+      }
+    })();
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    if (ppid > 0) parentOf.set(Number(entry), ppid);
+  }
+  const below = (root: number): number[] =>
+    [...parentOf].filter(([, parent]) => parent === root).flatMap(([child]) => [child, ...below(child)]);
+  return below(pid);
+}
+const childrenMb = (pid: number) => descendants(pid).reduce((sum, child) => sum + rssMb(child), 0);
 
 interface Sample {
   commit: string;
@@ -36,6 +58,8 @@ interface Sample {
   readyMs: number;
   readyMb: number;
   settledMb: number;
+  /** RSS of its child processes, settled. */
+  childrenMb: number;
 }
 
 /** Starts the server, waits for readiness and the settle time, reads RSS at both, stops it. */
@@ -70,7 +94,7 @@ async function measure(root: string, env: Record<string, string>): Promise<Omit<
     const readyMs = Math.round(performance.now() - started);
     const readyMb = rssMb(pid);
     await sleep(SETTLE_MS);
-    return { commit: commitOf(root), readyMs, readyMb, settledMb: rssMb(pid) };
+    return { commit: commitOf(root), readyMs, readyMb, settledMb: rssMb(pid), childrenMb: childrenMb(pid) };
   } finally {
     child.kill('SIGTERM');
     await exited;
@@ -110,14 +134,16 @@ console.log(
   `\nIdle RSS with the embedding model loaded (MALLOC_ARENA_MAX=2, --max-semi-space-size=16), ${cpus().length} cores; ` +
     `MB once ready / ${SETTLE_MS / 1_000} s later, one cell per round. Raw: ${path.relative(here, file)}\n`,
 );
-console.log('| commit | database | start | ready after ms | RSS once ready MB | RSS settled MB |');
-console.log('|---|---|---|---|---|---|');
+console.log(
+  '| commit | database | start | ready after ms | RSS once ready MB | RSS settled MB | child processes settled MB |',
+);
+console.log('|---|---|---|---|---|---|---|');
 const keys = [...new Set(samples.map((s) => `${s.commit}\u0000${s.database}\u0000${s.start}`))];
 for (const key of keys) {
   const [commit, database, start] = key.split('\u0000') as [string, string, string];
   const rows = samples.filter((s) => s.commit === commit && s.database === database && s.start === start);
   const cell = (f: (s: Sample) => number) => rows.map(f).join(' / ');
   console.log(
-    `| ${commit} | ${database} | ${start} | ${cell((s) => s.readyMs)} | ${cell((s) => s.readyMb)} | ${cell((s) => s.settledMb)} |`,
+    `| ${commit} | ${database} | ${start} | ${cell((s) => s.readyMs)} | ${cell((s) => s.readyMb)} | ${cell((s) => s.settledMb)} | ${cell((s) => s.childrenMb)} |`,
   );
 }

@@ -106,7 +106,16 @@ function run(request) {
     stream?.end(text);
   }
   const outputs = [child.stdout, child.stderr].filter((s) => s !== null);
-  for (const stream of outputs) stream.on('data', (/** @type {Buffer} */ data) => reply({ op: 'output', id, data }));
+  // One byte past the limit tells the caller it was crossed.
+  let room = request.outputLimit + 1;
+  for (const stream of outputs) {
+    stream.on('data', (/** @type {Buffer} */ data) => {
+      if (room <= 0) return;
+      const part = data.length > room ? data.subarray(0, room) : data;
+      room -= part.length;
+      reply({ op: 'output', id, data: part });
+    });
+  }
   child.once('exit', (code, signal) => {
     // What it left running dies with it (a pid namespace, say); still, never wait on a pipe.
     const late = setTimeout(() => {

@@ -21,6 +21,11 @@ export interface SpawnOptions {
   stdio: number;
   files: Record<number, string>;
   inputs: Record<number, string>;
+  /**
+   * Output relayed at most (bytes); what comes after is read and dropped, so a program printing
+   * without end cannot fill the spawner or the channel before the caller's kill lands.
+   */
+  outputLimit: number;
 }
 
 export type SpawnerReply =

@@ -74,6 +74,7 @@ describe('process spawner', () => {
       cwd: '/',
       detached: false,
       stdio: 5,
+      outputLimit: 1 << 20,
       files: { 3: fileURLToPath(new URL('../support/echo-process.ts', import.meta.url)) },
       inputs: { 0: 'from stdin\n', 4: 'from fd 4\n' },
     });
@@ -93,6 +94,7 @@ describe('process spawner', () => {
       cwd: '/',
       detached: true,
       stdio: 3,
+      outputLimit: 1 << 20,
       files: {},
       inputs: {},
     });
@@ -107,6 +109,30 @@ describe('process spawner', () => {
     for (const pid of sleepers) await until(`sleep ${pid} to exit`, () => !alive(pid));
   });
 
+  it('relays output up to one byte past its limit, however much the program writes', async () => {
+    const children = open();
+    const child = children.spawn({
+      command: '/usr/bin/yes',
+      args: [],
+      env: {},
+      cwd: '/',
+      detached: false,
+      stdio: 3,
+      outputLimit: 1000,
+      files: {},
+      inputs: {},
+    });
+    let relayed = 0;
+    child.on('output', (data) => (relayed += data.length));
+    await until('the limit crossed', () => relayed > 1000);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(relayed).toBe(1001);
+    expect(child.alive).toBe(true); // still writing: stopping it is the caller's decision
+    const exit = exitOf(child);
+    child.kill('SIGKILL');
+    expect(await exit).toEqual([null, 'SIGKILL', undefined]);
+  });
+
   it('reports a program that does not exist', async () => {
     const children = open();
     const [code, signal, error] = await exitOf(
@@ -117,6 +143,7 @@ describe('process spawner', () => {
         cwd: '/',
         detached: false,
         stdio: 3,
+        outputLimit: 1 << 20,
         files: {},
         inputs: {},
       }),

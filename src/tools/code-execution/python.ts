@@ -191,6 +191,7 @@ export function createPythonSandbox(tools: HostTools, options: PythonSandboxOpti
         cwd: '/',
         detached: true, // its own process group
         stdio: 6,
+        outputLimit: options.outputLimitBytes,
         files: { 3: options.seccompPath },
         inputs: {
           0: job.code,
