@@ -143,16 +143,24 @@ export function createSpawner({ logger }: { logger: Logger }): Spawner {
     child.channel?.unref();
     const started: Zygote = { process: child, children: new Map(), exited: Promise.resolve(), refs: 0 };
     started.exited = new Promise((resolve) => {
-      child.once('exit', (code, signal) => {
+      let gone = false;
+      const end = (reason: string) => {
+        if (gone) return;
+        gone = true;
         if (zygote === started) zygote = undefined;
         const orphans = [...started.children.values()];
         started.children.clear();
-        if (orphans.length > 0) logger.warn({ code, signal }, 'the process spawner stopped; its children went with it');
-        for (const orphan of orphans) orphan.ended(null, 'SIGKILL', 'the process spawner stopped');
+        if (orphans.length > 0) logger.warn(`${reason}; its children went with it`);
+        for (const orphan of orphans) orphan.ended(null, 'SIGKILL', reason);
         resolve();
+      };
+      child.once('exit', () => end('the process spawner stopped'));
+      child.on('error', (error) => {
+        logger.warn({ err: error }, 'process spawner');
+        // Never started (no 'exit' need follow): what was asked of it fails now, not at a timeout.
+        if (child.pid === undefined) end(`the process spawner could not start: ${error.message}`);
       });
     });
-    child.on('error', (error) => logger.warn({ err: error }, 'process spawner'));
     child.on('message', (reply: SpawnerReply) => {
       if (reply.op === 'ready') return;
       const target = started.children.get(reply.id);

@@ -93,6 +93,19 @@ describe('parse pool', () => {
     expect((error as Error).message).toBe('The parser process stopped unexpectedly (signal SIGKILL)');
   });
 
+  it('a process spawner killed mid-parse fails the parse as a crash; the next parse gets a new spawner', async () => {
+    const parsers = open();
+    await parsers.parse(enc('warm up'), 'txt', {});
+    const [spawner] = childPids(process.pid, 'spawner-process.mjs');
+    const parse = parsers.parse(pdfSlowPages(), 'pdf', {});
+    process.kill(spawner as number, 'SIGKILL');
+    const error = await parse.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ParserCrashed);
+    expect((error as Error).message).toBe('The parser process stopped unexpectedly (signal SIGKILL)');
+    await expect(parsers.parse(enc('after'), 'txt', {})).resolves.toMatchObject({ text: 'after' });
+    expect(childPids(process.pid, 'spawner-process.mjs')).not.toContain(spawner);
+  });
+
   it('an aborted parse ends at once with the reason, its process killed', async () => {
     const parsers = open();
     const controller = new AbortController();
