@@ -74,7 +74,8 @@ const describeExit = (code: number | null, signal: NodeJS.Signals | null): strin
  * into ArrayBuffers outside it (a 300 kB file reached 1 GB), and V8 aborts the whole process, not
  * only the thread, when one large allocation crosses the heap limit (nodejs/node#47224). A child
  * process has its own heap limit, is watched for resident memory and wall-clock time, and when
- * it dies the server does not.
+ * it dies the server does not. The processes are forked by the process spawner
+ * (processes/spawner.ts), so that the server's event loop never waits on a `fork()`.
  */
 export function createParsePool(options: ParsePoolOptions): ParsePool {
   const { timeoutMs, memoryMb, logger } = options;

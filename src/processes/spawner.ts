@@ -117,14 +117,14 @@ class Child extends EventEmitter<SpawnedChildEvents> implements SpawnedChild {
 }
 
 /**
- * Forks child processes (document parsers) from a small process started now, not from the
- * server. `fork()` copies the page tables of the process that calls it and blocks that process's
- * event loop meanwhile: measured on a 2-core machine, ~5 ms from a 110 MB process and 33–39 ms
- * from an 860 MB one (the embedded server with its model and database is 500–900 MB), and
- * parsers are replaced every hundred documents. The spawner, ~40 MB, forks in a few
- * milliseconds on its own event loop; the server only passes messages. Rejected: forking from a
- * worker thread (the page tables are the whole process's, copied under a lock its other threads'
- * page faults wait on, and the work is the same).
+ * Starts child processes (document parsers, sandboxed Python runs) from a small process started
+ * now, not from the server. `fork()` copies the page tables of the process that calls it and
+ * blocks that process's event loop meanwhile: measured on a 2-core machine, ~5 ms from a 110 MB
+ * process and 33–39 ms from an 860 MB one (the embedded server with its model and database is
+ * 500–900 MB); parsers are replaced every hundred documents and every Python run is a new
+ * process. The spawner, ~48 MB, forks in a few milliseconds on its own event loop; the server
+ * only passes messages. Rejected: forking from a worker thread (the page tables are the whole
+ * process's, copied under a lock its other threads' page faults wait on, and the work is the same).
  */
 export function createSpawner({ logger }: { logger: Logger }): Spawner {
   let zygote: Zygote | undefined;
