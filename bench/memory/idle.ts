@@ -12,11 +12,12 @@
  *   MODELS_DIR=… BENCH_SERVER_ROOTS=/tmp/before,. BENCH_DATABASE_URL=postgres://… node bench/memory/idle.ts
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { descendantPids } from '../../test/support/processes.ts';
 import { saveResults, withScratchDatabase } from '../support.ts';
 
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -30,26 +31,7 @@ const commitOf = (root: string) =>
 const rssMb = (pid: number) =>
   Math.round(Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024);
 
-/** Live processes below `pid` (the process spawner, parsers): their RSS is the server's too. */
-function descendants(pid: number): number[] {
-  const parentOf = new Map<number, number>();
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const stat = (() => {
-      try {
-        return readFileSync(`/proc/${entry}/stat`, 'utf8');
-      } catch {
-        return '';
-      }
-    })();
-    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-    if (ppid > 0) parentOf.set(Number(entry), ppid);
-  }
-  const below = (root: number): number[] =>
-    [...parentOf].filter(([, parent]) => parent === root).flatMap(([child]) => [child, ...below(child)]);
-  return below(pid);
-}
-const childrenMb = (pid: number) => descendants(pid).reduce((sum, child) => sum + rssMb(child), 0);
+const childrenMb = (pid: number) => descendantPids(pid).reduce((sum, child) => sum + rssMb(child), 0);
 
 interface Sample {
   commit: string;

@@ -169,4 +169,3 @@ process.on('disconnect', () => {
   }
   process.exit(0);
 });
-reply({ op: 'ready' });

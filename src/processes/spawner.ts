@@ -29,7 +29,6 @@ export interface SpawnOptions {
 }
 
 export type SpawnerReply =
-  | { op: 'ready' }
   | { op: 'spawned'; id: number; pid: number }
   | { op: 'message'; id: number; message: unknown }
   | { op: 'stderr'; id: number; text: string }
@@ -162,7 +161,6 @@ export function createSpawner({ logger }: { logger: Logger }): Spawner {
       });
     });
     child.on('message', (reply: SpawnerReply) => {
-      if (reply.op === 'ready') return;
       const target = started.children.get(reply.id);
       if (target === undefined) return;
       switch (reply.op) {

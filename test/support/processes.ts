@@ -115,19 +115,19 @@ const read = (path: string): string | undefined => {
   }
 };
 
-/** State and parent of a process ("pid (comm) state ppid …"; comm may hold spaces and parentheses). */
-function stateOf(pid: string | number): { state: string; ppid: number } | undefined {
+/**
+ * State, parent and niceness of a process ("pid (comm) state ppid …", niceness the 19th field;
+ * comm may hold spaces and parentheses).
+ */
+function stateOf(pid: string | number): { state: string; ppid: number; niceness: number } | undefined {
   const stat = read(`/proc/${pid}/stat`);
   if (stat === undefined) return undefined;
-  const [state = '', ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return { state, ppid: Number(ppid) };
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return { state: fields[0] ?? '', ppid: Number(fields[1]), niceness: Number(fields[16]) };
 }
 
-/** A process's scheduling niceness (field 19 of /proc/<pid>/stat). */
-export function nicenessOf(pid: number): number | undefined {
-  const stat = read(`/proc/${pid}/stat`);
-  return stat === undefined ? undefined : Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
-}
+/** A process's scheduling niceness. */
+export const nicenessOf = (pid: number): number | undefined => stateOf(pid)?.niceness;
 
 /** Whether a process runs: not gone, and not a zombie waiting to be reaped. */
 export const alive = (pid: number): boolean => {
@@ -135,30 +135,40 @@ export const alive = (pid: number): boolean => {
   return state !== undefined && state !== 'Z';
 };
 
-/**
- * Live child processes of `parent` (this process by default) from /proc, optionally only those
- * whose command line contains `commandLine`. Zombies (exited, not yet reaped) do not count.
- */
-export function childPids(parent = process.pid, commandLine?: string): number[] {
-  const pids: number[] = [];
+/** Every live process (zombies, exited and not yet reaped, do not count) with its parent, from one pass over /proc. */
+function liveProcesses(): { pid: number; ppid: number }[] {
+  const live: { pid: number; ppid: number }[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     const proc = stateOf(entry);
-    if (proc?.ppid !== parent || proc.state === 'Z') continue;
-    if (commandLine !== undefined && !(read(`/proc/${entry}/cmdline`) ?? '').includes(commandLine)) continue;
-    pids.push(Number(entry));
+    if (proc !== undefined && proc.state !== 'Z') live.push({ pid: Number(entry), ppid: proc.ppid });
   }
-  return pids;
+  return live;
+}
+
+const runs = (pid: number, commandLine: string | undefined) =>
+  commandLine === undefined || (read(`/proc/${pid}/cmdline`) ?? '').includes(commandLine);
+
+/**
+ * Live child processes of `parent` (this process by default) from /proc, optionally only those
+ * whose command line contains `commandLine`.
+ */
+export function childPids(parent = process.pid, commandLine?: string): number[] {
+  return liveProcesses()
+    .filter((p) => p.ppid === parent && runs(p.pid, commandLine))
+    .map((p) => p.pid);
 }
 
 /** Live processes below `root` (children, their children, …), optionally filtered as childPids. */
 export function descendantPids(root = process.pid, commandLine?: string): number[] {
+  const live = liveProcesses();
   const found: number[] = [];
   const parents = [root];
   for (let parent = parents.pop(); parent !== undefined; parent = parents.pop()) {
-    for (const pid of childPids(parent)) {
+    for (const { pid, ppid } of live) {
+      if (ppid !== parent) continue;
       parents.push(pid);
-      if (commandLine === undefined || (read(`/proc/${pid}/cmdline`) ?? '').includes(commandLine)) found.push(pid);
+      if (runs(pid, commandLine)) found.push(pid);
     }
   }
   return found;
