@@ -11,55 +11,72 @@ import { rerankBody, rerankResponse, type RerankResponse } from './rerank.schema
 /** Cohere bills a search unit per query with up to 100 documents. */
 const DOCUMENTS_PER_SEARCH_UNIT = 100;
 
+/**
+ * The API's own path, and the path Cohere's v2 SDK (`cohere.ClientV2`, the SDKs' current client)
+ * builds from a base URL: `{base_url}/v2/rerank`. With `base_url` = `…/api`, Cohere's v1 client
+ * reaches `/api/v1/rerank` and its v2 client `/api/v2/rerank`; both are the same operation.
+ */
+const PATHS = [
+  { url: '/api/v1/rerank', operationId: 'createRerank', client: '' },
+  {
+    url: '/api/v2/rerank',
+    operationId: 'createRerankV2',
+    client: " The same operation at the path Cohere's v2 SDK calls (`base_url` …/api).",
+  },
+] as const;
+
 export function rerankRoutes(rerankers: Rerankers) {
   return async (fastify: FastifyInstance) => {
-    fastify.withTypeProvider<ZodTypeProvider>().post(
-      '/api/v1/rerank',
-      {
-        config: { access: 'embeddings', family: 'structured' },
-        schema: {
-          operationId: 'createRerank',
-          tags: ['embeddings'],
-          description:
-            'Orders documents by relevance to a query, in the shape Cohere, Jina, vLLM and LiteLLM clients use; served by the upstream providers that serve the model.',
-          body: rerankBody,
-          response: { 200: rerankResponse },
-        },
-      },
-      async (request, reply): Promise<RerankResponse> => {
-        const body = request.body;
-        const texts = body.documents.map((d) => (typeof d === 'string' ? d : d.text));
-        const chars = texts.reduce((n, t) => n + t.length, body.query.length);
-        if (chars > MAX_TOTAL_CHARS) {
-          throw new AppError({
-            code: 'invalid_value',
-            message: `documents are too large: at most ${MAX_TOTAL_CHARS} characters in total`,
-            param: 'documents',
-          });
-        }
-        const { results, totalTokens } = await rerankers.rerank(
-          principalOf(request).keyId,
-          { model: body.model, query: body.query, documents: texts, topN: body.top_n ?? texts.length },
-          clientGone(reply),
-        );
-        return {
-          id: `rerank-${randomUUID()}`,
-          model: body.model,
-          results: results.map(({ index, relevanceScore }) => {
-            const given = body.documents[index] as string | { text: string };
-            return {
-              index,
-              relevance_score: relevanceScore,
-              ...(body.return_documents ? { document: typeof given === 'string' ? { text: given } : given } : {}),
-            };
-          }),
-          usage: { total_tokens: totalTokens },
-          meta: {
-            billed_units: { search_units: Math.ceil(texts.length / DOCUMENTS_PER_SEARCH_UNIT) },
-            tokens: { input_tokens: totalTokens, output_tokens: 0 },
+    for (const { url, operationId, client } of PATHS) {
+      fastify.withTypeProvider<ZodTypeProvider>().post(
+        url,
+        {
+          config: { access: 'embeddings', family: 'structured' },
+          schema: {
+            operationId,
+            tags: ['embeddings'],
+            description:
+              'Orders documents by relevance to a query, in the shape Cohere, Jina, vLLM and LiteLLM clients use; served by the upstream providers that serve the model.' +
+              client,
+            body: rerankBody,
+            response: { 200: rerankResponse },
           },
-        };
-      },
-    );
+        },
+        async (request, reply): Promise<RerankResponse> => {
+          const body = request.body;
+          const texts = body.documents.map((d) => (typeof d === 'string' ? d : d.text));
+          const chars = texts.reduce((n, t) => n + t.length, body.query.length);
+          if (chars > MAX_TOTAL_CHARS) {
+            throw new AppError({
+              code: 'invalid_value',
+              message: `documents are too large: at most ${MAX_TOTAL_CHARS} characters in total`,
+              param: 'documents',
+            });
+          }
+          const { results, totalTokens } = await rerankers.rerank(
+            principalOf(request).keyId,
+            { model: body.model, query: body.query, documents: texts, topN: body.top_n ?? texts.length },
+            clientGone(reply),
+          );
+          return {
+            id: `rerank-${randomUUID()}`,
+            model: body.model,
+            results: results.map(({ index, relevanceScore }) => {
+              const given = body.documents[index] as string | { text: string };
+              return {
+                index,
+                relevance_score: relevanceScore,
+                ...(body.return_documents ? { document: typeof given === 'string' ? { text: given } : given } : {}),
+              };
+            }),
+            usage: { total_tokens: totalTokens },
+            meta: {
+              billed_units: { search_units: Math.ceil(texts.length / DOCUMENTS_PER_SEARCH_UNIT) },
+              tokens: { input_tokens: totalTokens, output_tokens: 0 },
+            },
+          };
+        },
+      );
+    }
   };
 }

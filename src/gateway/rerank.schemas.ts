@@ -13,12 +13,15 @@ export const rerankBody = z
     query: z.string().min(1, 'query must not be empty').max(100_000),
     documents: z
       .array(
-        z.union([
-          z.string(),
-          z
-            .looseObject({ text: z.string() })
-            .describe('A document object: `text` is what is ranked; other fields are returned as given'),
-        ]),
+        z.union(
+          [
+            z.string(),
+            z
+              .looseObject({ text: z.string() })
+              .describe('A document object: `text` is what is ranked; other fields are returned as given'),
+          ],
+          { error: 'each document is a string or an object with a string `text`' },
+        ),
       )
       .min(1, 'documents must not be empty')
       .max(MAX_RERANK_DOCUMENTS, `at most ${MAX_RERANK_DOCUMENTS} documents per request`),

@@ -37,12 +37,13 @@ export const DOCS_PREFIX = '/api/v1/docs';
 const OPENAPI_PATH = '/api/v1/openapi.json';
 
 /**
- * Makes every /api/v1 route declare how it is reached: a scope (or `public`), an operationId, and
- * the error responses of its family. A route that forgets its scope does not start.
+ * Makes every /api route (/api/v1, and /api/v2/rerank for Cohere's v2 SDK) declare how it is
+ * reached: a scope (or `public`), an operationId, and the error responses of its family. A route
+ * that forgets its scope does not start.
  */
 export function registerRouteRules(app: FastifyInstance, table: RouteEntry[]): void {
   app.addHook('onRoute', (route: RouteOptions) => {
-    if (!route.url.startsWith('/api/v1')) return;
+    if (!route.url.startsWith('/api/')) return;
     route.config = { ...route.config };
     if (route.url.startsWith(DOCS_PREFIX) || route.url === OPENAPI_PATH) route.config.access = 'public';
     const access = route.config.access;

@@ -1,6 +1,11 @@
+import { execFile, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../support/app.ts';
 import { startMockUpstream, type MockUpstream } from '../support/mock-upstream.ts';
+
+const execFileAsync = promisify(execFile);
 
 let jina: MockUpstream;
 let backup: MockUpstream;
@@ -143,7 +148,7 @@ describe('POST /api/v1/rerank', () => {
       [{ model: 'jina-reranker-v2', query: '', documents }, 400, 'query'],
       [{ model: 'jina-reranker-v2', documents }, 400, 'query'],
       [{ model: 'jina-reranker-v2', query, documents, top_n: 0 }, 400, 'top_n'],
-      [{ model: 'jina-reranker-v2', query, documents: [{ title: 'no text' }] }, 400, 'documents'],
+      [{ model: 'jina-reranker-v2', query, documents: [{ title: 'no text' }] }, 400, 'an object with a string `text`'],
       [{ model: 'jina-reranker-v2', query, documents: Array.from({ length: 1001 }, () => 'x') }, 400, 'documents'],
       [{ model: 'unknown-reranker', query, documents }, 404, 'model'],
       [{ model: 'mock-chat', query, documents }, 404, 'model'],
@@ -161,5 +166,88 @@ describe('POST /api/v1/rerank', () => {
     const chatOnly = await t.createKey({ name: 'chat-only', scopes: ['chat'] });
     const response = await rerank({ model: 'jina-reranker-v2', query, documents }, chatOnly.key);
     expect(response.status).toBe(403);
+  });
+});
+
+describe("POST /api/v2/rerank (the path Cohere's v2 SDK calls)", () => {
+  const rerankV2 = (body: unknown, k: string = key.key) =>
+    t.request('/api/v2/rerank', { method: 'POST', key: k, json: body });
+
+  it('is the same operation: a v2 request (max_tokens_per_doc) is answered in the same shape', async () => {
+    const response = await rerankV2({ model: 'rerank-v3.5', query, documents, top_n: 2, max_tokens_per_doc: 4096 });
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as RerankResponse;
+    expect(body.results.map((r) => r.index)).toEqual([2, expect.any(Number)]);
+    expect(body.meta.billed_units.search_units).toBe(1);
+    expect(cohere.requests.find((r) => r.path === '/v1/rerank')?.body).toEqual({
+      model: 'rerank-v3.5',
+      query,
+      documents,
+      top_n: 2,
+    });
+  });
+
+  it('checks the key and its scope, and validates like /api/v1/rerank', async () => {
+    expect((await rerankV2({ model: 'rerank-v3.5', query, documents }, 'rpk_not-a-key')).status).toBe(401);
+    const chatOnly = await t.createKey({ name: 'chat-only-v2', scopes: ['chat'] });
+    expect((await rerankV2({ model: 'rerank-v3.5', query, documents }, chatOnly.key)).status).toBe(403);
+    const invalid = await rerankV2({ model: 'rerank-v3.5', query, documents: [] });
+    expect(invalid.status).toBe(400);
+    expect(((await invalid.json()) as { error: { code: string } }).error.code).toBe('invalid_value');
+    expect(cohere.count('/v1/rerank')).toBe(0);
+  });
+});
+
+// Cohere's official Python SDK (installed beside openai by .ci/sdk-python.sh; skipped without it),
+// with base_url at ragport's /api: its v1 client posts to /api/v1/rerank, its v2 client to
+// /api/v2/rerank.
+const python = process.env.RAGPORT_TEST_PYTHON;
+const hasCohere = python !== undefined && spawnSync(python, ['-c', 'import cohere'], { stdio: 'ignore' }).status === 0;
+
+describe.skipIf(!hasCohere)("Cohere's Python SDK", () => {
+  it('Client (v1) and ClientV2 rerank through ragport with base_url …/api', async () => {
+    const script = `
+import json, sys, cohere
+base, key, docs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+out = {}
+for name, client in (("v1", cohere.Client(api_key=key, base_url=base)), ("v2", cohere.ClientV2(api_key=key, base_url=base))):
+    r = client.rerank(model="rerank-v3.5", query=sys.argv[4], documents=docs, top_n=2)
+    out[name] = {"indexes": [x.index for x in r.results], "scores": [x.relevance_score for x in r.results],
+                 "search_units": r.meta.billed_units.search_units}
+print(json.dumps(out))
+`;
+    const { stdout } = await execFileAsync(
+      python as string,
+      ['-c', script, `${t.url}/api`, key.key, JSON.stringify(documents), query],
+      { timeout: 60_000 },
+    );
+    const out = JSON.parse(stdout) as Record<
+      'v1' | 'v2',
+      { indexes: number[]; scores: number[]; search_units: number }
+    >;
+    for (const version of ['v1', 'v2'] as const) {
+      expect(out[version].indexes[0], version).toBe(2);
+      expect(out[version].indexes).toHaveLength(2);
+      expect(out[version].scores[0]).toBeGreaterThan(out[version].scores[1] ?? Infinity);
+      expect(out[version].search_units).toBe(1);
+    }
+    expect(cohere.count('/v1/rerank')).toBe(2);
+  });
+
+  it("docs/gateway.md's Python example runs as shown", async () => {
+    const page = readFileSync(new URL('../../docs/gateway.md', import.meta.url), 'utf8');
+    const code = /```python\n([\s\S]*?)```/.exec(page.slice(page.indexOf('## Reranking')))?.[1];
+    expect(code).toContain('cohere.ClientV2');
+    const { stdout } = await execFileAsync(python as string, ['-c', code as string], {
+      timeout: 60_000,
+      env: { ...process.env, RAGPORT: t.url, KEY: key.key },
+    });
+    const [index, score] = stdout.trim().split(' ');
+    expect(index).toBe('1'); // Washington, D.C.
+    expect(Number(score)).toBeGreaterThan(0);
+    expect(cohere.requests.find((r) => r.path === '/v1/rerank')?.body).toMatchObject({
+      model: 'rerank-v3.5',
+      top_n: 1,
+    });
   });
 });

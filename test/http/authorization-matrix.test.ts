@@ -198,6 +198,11 @@ const fixtures: Record<string, Fixture> = {
     shape: 'structured',
     restricted: 'unaffected',
   },
+  'POST /api/v2/rerank': {
+    request: fixed('/api/v2/rerank', { model: 'no-such-reranker', query: 'q', documents: ['d'] }),
+    shape: 'structured',
+    restricted: 'unaffected',
+  },
   'POST /api/v1/webhooks': {
     request: fixed('/api/v1/webhooks', {
       url: 'https://example.com/hook',
