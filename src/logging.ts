@@ -23,9 +23,22 @@ export function messageWithCauses(error: unknown): string {
   for (let e = error, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
     const message = e.message.trim();
     if (message === '' || text.includes(message)) continue;
-    text = text === '' || message.includes(text) ? message : `${text}: ${message}`;
+    text = text === '' || message.includes(text) ? message : joinOverlapping(text, message);
   }
   return text;
+}
+
+/**
+ * `a: b` and `b: c` said as `a: b: c`: a cause that begins with what its wrapper ended with
+ * (`Embedding model 'm': Provider p is unreachable` over `Provider p is unreachable: ECONNREFUSED`).
+ */
+function joinOverlapping(text: string, message: string): string {
+  const said = text.split(': ');
+  const next = message.split(': ');
+  for (let n = Math.min(said.length, next.length - 1); n > 0; n--) {
+    if (said.slice(-n).join(': ') === next.slice(0, n).join(': ')) return `${text}: ${next.slice(n).join(': ')}`;
+  }
+  return `${text}: ${message}`;
 }
 
 /**

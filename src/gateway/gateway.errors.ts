@@ -38,7 +38,18 @@ export function toClientError(failure: UpstreamFailure): AppError {
         : kind === 'aborted'
           ? 'request was aborted'
           : 'is unreachable';
-  return new AppError({ code: 'upstream_error', message: `Provider ${provider} ${detail}`, cause: failure });
+  // Every provider's breaker is open: tell the client when one takes a request again (the OpenAI
+  // SDKs wait that long before their own retry).
+  const headers =
+    failure.availableInMs === undefined
+      ? undefined
+      : { 'retry-after': String(Math.max(1, Math.ceil(failure.availableInMs / 1000))) };
+  return new AppError({
+    code: 'upstream_error',
+    message: kind === 'unavailable' ? failure.message : `Provider ${provider} ${detail}`,
+    ...(headers ? { headers } : {}),
+    cause: failure,
+  });
 }
 
 /** Anything a gateway call threw, as an AppError. */

@@ -58,6 +58,12 @@ export class CircuitBreaker {
     this.trialInFlight = false;
   }
 
+  /** How long until the provider may be tried again: 0 unless the breaker is open. */
+  reopensInMs(): number {
+    if (this.openedAt === null) return 0;
+    return Math.max(0, this.openedAt + this.policy.cooldownMs - this.clock());
+  }
+
   /** The request ended without telling anything about the provider's health (aborted, 429). */
   release(): void {
     this.trialInFlight = false;
@@ -71,6 +77,7 @@ export function verdictOf(failure: UpstreamFailure): Verdict {
   switch (failure.kind) {
     case 'timeout':
     case 'aborted':
+    case 'unavailable':
       return 'failover';
     case 'connection':
     case 'protocol':
@@ -172,12 +179,16 @@ export async function withFailover<T>(
       }
     }
   }
-  throw (
+  const failure =
     last ??
     new UpstreamFailure({
-      kind: 'connection',
+      kind: 'unavailable',
       provider: candidates.map((c) => c.provider.name).join(','),
-      message: `No provider for ${context.subject} is available right now (circuit open)`,
-    })
-  );
+      message: `No provider for ${context.subject} is available right now: each one failed repeatedly and is paused (circuit breaker open)`,
+    });
+  // Every breaker open now: say when the first one lets a trial through, for callers that retry
+  // later on their own (the ingestion queue) rather than at once into open breakers.
+  const reopensIn = Math.min(...candidates.map((c) => c.breaker.reopensInMs()));
+  if (candidates.length > 0 && reopensIn > 0) failure.availableInMs = reopensIn;
+  throw failure;
 }

@@ -14,6 +14,7 @@ import type { Spawner } from '../processes/spawner.ts';
 import { createParsePool } from './parse-pool.ts';
 import type { OcrSettings } from './parsers/ocr.ts';
 import { ParseError, type DocumentFormat } from './parsers/index.ts';
+import { UpstreamFailure } from '../gateway/providers/provider.ts';
 
 /** How a claimed job ended in this worker. */
 export type JobOutcome = 'processed' | 'retry' | 'failed' | 'abandoned' | 'deleted' | 'cancelled';
@@ -73,6 +74,23 @@ function describe(error: unknown): string {
 }
 
 const backoffMs = (attempt: number) => Math.min(60_000, 1_000 * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2);
+
+/** The longest a job waits for an upstream embedding provider before its next attempt. */
+const MAX_UPSTREAM_WAIT_MS = 10 * 60_000;
+
+/**
+ * How long an upstream provider asked for (429 Retry-After) or cannot be tried (every circuit
+ * breaker of the model open): a retry sooner would be refused without reaching it and spend one
+ * of the document's attempts on nothing.
+ */
+function upstreamWaitMs(error: unknown): number {
+  for (let e = error, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+    if (!(e instanceof UpstreamFailure)) continue;
+    const retryAfter = e.status === 429 ? (e.retryAfterMs ?? 0) : 0;
+    return Math.min(MAX_UPSTREAM_WAIT_MS, Math.max(retryAfter, e.availableInMs ?? 0));
+  }
+  return 0;
+}
 
 /**
  * Claims jobs from the PostgreSQL queue and turns each document into embedded chunks. A crash
@@ -204,7 +222,8 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
       const message = isUniqueViolation(error)
         ? 'Document already exists: another document of the collection has this content'
         : describe(error);
-      const retry = !permanent && job.attempts < job.maxAttempts ? backoffMs(job.attempts) : null;
+      const retry =
+        !permanent && job.attempts < job.maxAttempts ? Math.max(backoffMs(job.attempts), upstreamWaitMs(error)) : null;
       log.warn({ err: error, job_id: job.jobId, document_id: job.documentId, retry_in_ms: retry }, 'job failed');
       outcome = retry === null ? 'failed' : 'retry';
       await jobs.fail(job, id, message, retry);

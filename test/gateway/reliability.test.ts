@@ -108,5 +108,25 @@ describe('retries, failover and the circuit breaker', () => {
     const response = await chat();
     expect(response.status).toBe(502);
     expect([calls(primary), calls(secondary)]).toEqual([2, 1]);
+    // Breakers still closed: nothing to say about when to come back.
+    expect(response.headers.get('retry-after')).toBeNull();
+  });
+
+  it('every breaker open: the 502 says with Retry-After when the first provider takes a trial again', async () => {
+    primary.inject({ kind: 'status', status: 503 }, 100);
+    secondary.inject({ kind: 'status', status: 503 }, 100);
+    // 2 + 1 failures per request: the primary's breaker opens on the second, the secondary's on the third.
+    for (let i = 0; i < 3; i++) expect((await chat()).status).toBe(502);
+    expect(t.app.gateway.providers().map((p) => p.breaker)).toEqual(['open', 'open']);
+    const before = [calls(primary), calls(secondary)];
+    now += 4_000;
+    const refused = await chat();
+    expect(refused.status).toBe(502);
+    expect([calls(primary), calls(secondary)]).toEqual(before); // neither was tried
+    // The primary opened first: 10 s cool-down, 4 s of it gone.
+    expect(refused.headers.get('retry-after')).toBe('6');
+    primary.reset();
+    secondary.reset();
+    now += 10_000;
   });
 });

@@ -211,5 +211,12 @@ describe('what is missing, and why something failed, said once', () => {
     expect(messageWithCauses(new Error('loading failed', { cause: fetchFailed }))).toBe(
       'loading failed: fetch failed: getaddrinfo ENOTFOUND hub.example',
     );
+    // A wrapper that adds context before its cause's words, over a cause that adds detail after them.
+    const unreachable = new Error('Provider mock is unreachable: connect ECONNREFUSED 127.0.0.1:9100');
+    const client = new Error('Provider mock is unreachable', { cause: unreachable });
+    expect(messageWithCauses(new Error("Embedding model 'm': Provider mock is unreachable", { cause: client }))).toBe(
+      "Embedding model 'm': Provider mock is unreachable: connect ECONNREFUSED 127.0.0.1:9100",
+    );
+    expect(messageWithCauses(new Error('a: b', { cause: new Error('c: d') }))).toBe('a: b: c: d');
   });
 });

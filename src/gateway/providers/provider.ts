@@ -6,7 +6,8 @@ import type {
 } from 'openai/resources/chat/completions';
 
 /** Why an upstream call failed, as the reliability layer needs to know it. */
-export type FailureKind = 'connection' | 'timeout' | 'status' | 'protocol' | 'aborted';
+/** `unavailable`: no provider was called, every one serving the model having its breaker open. */
+export type FailureKind = 'connection' | 'timeout' | 'status' | 'protocol' | 'aborted' | 'unavailable';
 
 export interface UpstreamFailureInit {
   kind: FailureKind;
@@ -28,6 +29,11 @@ export class UpstreamFailure extends Error {
   readonly code: string | undefined;
   readonly type: string | undefined;
   readonly retryAfterMs: number | undefined;
+  /**
+   * Set when the call ended with every provider's circuit breaker open: how long until the first
+   * of them takes a trial request again.
+   */
+  availableInMs: number | undefined;
 
   constructor(init: UpstreamFailureInit) {
     super(init.message, { cause: init.cause });
