@@ -33,18 +33,20 @@ afterAll(async () => {
   await provider.close();
 });
 
+/** Uploads into the collection and waits until the document is processed or failed. */
+async function ingest(name: string, content: string) {
+  const r = await t.request('/api/v1/rag/collections/outage/documents', { method: 'POST', json: { name, content } });
+  expect(r.status).toBe(202);
+  return waitForDocument(t, ((await r.json()) as { id: string }).id, undefined, 30_000);
+}
+
 describe('an upstream embedding provider whose breaker opens while a document ingests', () => {
   it('the next attempt waits for the cool-down, reaches the recovered provider, and the document is processed', async () => {
     provider.reset();
     // Two failed calls (one per attempt, no retries configured) open the breaker.
     provider.inject({ kind: 'status', status: 503 }, 2);
     const started = Date.now();
-    const r = await t.request('/api/v1/rag/collections/outage/documents', {
-      method: 'POST',
-      json: { name: 'blip.txt', content: 'Written while the embedding provider had a short outage.' },
-    });
-    expect(r.status).toBe(202);
-    const doc = await waitForDocument(t, ((await r.json()) as { id: string }).id, undefined, 30_000);
+    const doc = await ingest('blip.txt', 'Written while the embedding provider had a short outage.');
     expect(doc.status, doc.error ?? '').toBe('processed');
     // The third attempt came after the breaker's cool-down (the job's own backoff is 1–2 s there).
     expect(Date.now() - started).toBeGreaterThanOrEqual(COOLDOWN_MS);
@@ -60,11 +62,7 @@ describe('an upstream embedding provider whose breaker opens while a document in
     provider.reset();
     provider.inject({ kind: 'status', status: 503 }, 100);
     const started = Date.now();
-    const r = await t.request('/api/v1/rag/collections/outage/documents', {
-      method: 'POST',
-      json: { name: 'down.txt', content: 'Written while the embedding provider was down for good.' },
-    });
-    const doc = await waitForDocument(t, ((await r.json()) as { id: string }).id, undefined, 30_000);
+    const doc = await ingest('down.txt', 'Written while the embedding provider was down for good.');
     expect(doc.status).toBe('failed');
     expect(doc.error).toBe("Embedding model 'mock-embed': Provider solo answered HTTP 503");
     // Attempt 1 and 2 reach the provider and open its breaker; attempt 3 is the trial after the
