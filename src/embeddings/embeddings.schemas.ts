@@ -2,6 +2,11 @@ import { z } from 'zod';
 
 export const MAX_INPUTS = 2048;
 export const MAX_TOTAL_CHARS = 4_000_000;
+/** Token ids in one request, all inputs together (about MAX_TOTAL_CHARS of text). */
+export const MAX_TOTAL_TOKENS = 1_000_000;
+const MAX_DIMENSIONS = 16_384;
+
+const tokenArray = z.array(z.number().int().min(0)).min(1, 'a token array must not be empty');
 
 export const embeddingsBody = z.object({
   model: z
@@ -9,14 +14,31 @@ export const embeddingsBody = z.object({
     .min(1)
     .max(200)
     .meta({ example: 'text-embedding-ada-002', description: 'A local model, an alias, or a model an upstream serves' }),
-  input: z.union([
-    z.string().min(1, 'input must not be empty'),
-    z
-      .array(z.string().min(1, 'input strings must not be empty'))
-      .min(1, 'input must not be empty')
-      .max(MAX_INPUTS, `at most ${MAX_INPUTS} inputs per request`),
-  ]),
+  input: z.union(
+    [
+      z.string().min(1, 'input must not be empty'),
+      z
+        .array(z.string().min(1, 'input strings must not be empty'))
+        .min(1, 'input must not be empty')
+        .max(MAX_INPUTS, `at most ${MAX_INPUTS} inputs per request`),
+      // Token ids (cl100k_base, as OpenAI's API takes them): one array, or one per input.
+      tokenArray,
+      z.array(tokenArray).min(1, 'input must not be empty').max(MAX_INPUTS, `at most ${MAX_INPUTS} inputs per request`),
+    ],
+    {
+      error: 'input is a string, an array of strings, or token ids (an array of integers, or an array of such arrays)',
+    },
+  ),
   encoding_format: z.enum(['float', 'base64']).default('float'),
+  dimensions: z
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_DIMENSIONS)
+    .optional()
+    .describe(
+      "Length of the vectors: passed to an upstream model's provider (OpenAI's text-embedding-3 models shorten theirs); a local model takes only its own length",
+    ),
   user: z.string().optional(),
 });
 export type EmbeddingsBody = z.infer<typeof embeddingsBody>;

@@ -1,6 +1,7 @@
 import { AppError } from '../errors.ts';
 import type { EmbeddingsBody, EmbeddingsResponse } from './embeddings.schemas.ts';
-import { MAX_TOTAL_CHARS } from './embeddings.schemas.ts';
+import { MAX_TOTAL_CHARS, MAX_TOTAL_TOKENS } from './embeddings.schemas.ts';
+import { inputTexts } from './token-input.ts';
 import type { EmbeddingRegistry } from './registry.ts';
 import type { UsageSink } from './embeddings.types.ts';
 
@@ -9,6 +10,13 @@ function toBase64(vector: Float32Array): string {
   const bytes = Buffer.alloc(vector.length * 4);
   for (let i = 0; i < vector.length; i++) bytes.writeFloatLE(vector[i] as number, i * 4);
   return bytes.toString('base64');
+}
+
+/** Token ids in a token-array input (0 for text). */
+function tokenCount(input: EmbeddingsBody['input']): number {
+  if (typeof input === 'string' || input.length === 0 || typeof input[0] === 'string') return 0;
+  if (typeof input[0] === 'number') return input.length;
+  return (input as number[][]).reduce((n, ids) => n + ids.length, 0);
 }
 
 export interface EmbeddingsServiceDeps {
@@ -36,7 +44,15 @@ export function createEmbeddingsService(deps: EmbeddingsServiceDeps) {
       body: EmbeddingsBody,
       signal: AbortSignal,
     ): Promise<{ response: EmbeddingsResponse; resolvedModel: string }> {
-      const inputs = typeof body.input === 'string' ? [body.input] : body.input;
+      const tokens = tokenCount(body.input);
+      if (tokens > MAX_TOTAL_TOKENS) {
+        throw new AppError({
+          code: 'invalid_value',
+          message: `input is too large: at most ${MAX_TOTAL_TOKENS} token ids in total`,
+          param: 'input',
+        });
+      }
+      const inputs = await inputTexts(body.input);
       const chars = inputs.reduce((n, s) => n + s.length, 0);
       if (chars > MAX_TOTAL_CHARS) {
         throw new AppError({
@@ -53,11 +69,23 @@ export function createEmbeddingsService(deps: EmbeddingsServiceDeps) {
           param: 'model',
         });
       }
+      const { model } = resolved;
+      if (body.dimensions !== undefined && model.provider === 'local' && body.dimensions !== model.dimensions) {
+        throw new AppError({
+          code: 'invalid_value',
+          message: `Model '${body.model}' makes ${model.dimensions}-dimensional vectors and cannot shorten them: leave out dimensions, or pass ${model.dimensions}`,
+          param: 'dimensions',
+        });
+      }
       // No keyId to the model: this route counts every request itself, local models' too, under
       // the name the client asked for.
-      const { vectors, promptTokens } = await resolved.model.embed(inputs, { priority: 'interactive', signal });
+      const { vectors, promptTokens } = await model.embed(inputs, {
+        priority: 'interactive',
+        signal,
+        ...(body.dimensions !== undefined && model.provider !== 'local' ? { dimensions: body.dimensions } : {}),
+      });
       deps.usage.record({ keyId, model: body.model, promptTokens, completionTokens: 0 });
-      return { resolvedModel: resolved.model.name, response: respond(body, vectors, promptTokens) };
+      return { resolvedModel: model.name, response: respond(body, vectors, promptTokens) };
     },
   };
 }

@@ -28,6 +28,11 @@ export interface EmbedOptions {
    * tables (the uploader's key for ingestion, the searching key for queries). Local models ignore it.
    */
   keyId?: string;
+  /**
+   * Vectors of this length, asked of an upstream model's provider (`/embeddings`' `dimensions`);
+   * local models take no such option.
+   */
+  dimensions?: number;
 }
 
 export interface EmbeddingResult {

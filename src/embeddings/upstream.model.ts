@@ -60,16 +60,22 @@ function upstreamModel(
     dimensions,
     maxTokens: UPSTREAM_MAX_TOKENS,
     async embed(texts, options = {}) {
-      const result = await backend.embed([...texts], options.signal).catch((error: unknown) => {
-        throw inContext(error, name);
-      });
-      const wrong = result.vectors.find((v) => v.length !== dimensions);
+      const wanted = options.dimensions ?? dimensions;
+      const result = await backend
+        .embed([...texts], options.signal, options.dimensions === undefined ? {} : { dimensions: options.dimensions })
+        .catch((error: unknown) => {
+          throw inContext(error, name);
+        });
+      const wrong = result.vectors.find((v) => v.length !== wanted);
       if (wrong !== undefined) {
         // Another provider of the same name, or the same one serving another model now: the vectors
         // cannot be compared with the collection's, so nothing is stored or searched with them.
         throw new AppError({
           code: 'upstream_error',
-          message: `Embedding model '${name}': the provider returned ${wrong.length}-dimensional vectors, not the ${dimensions} this model was fixed to`,
+          message:
+            options.dimensions === undefined
+              ? `Embedding model '${name}': the provider returned ${wrong.length}-dimensional vectors, not the ${dimensions} this model was fixed to`
+              : `Embedding model '${name}': the provider returned ${wrong.length}-dimensional vectors, not the ${wanted} asked for`,
         });
       }
       if (options.keyId !== undefined) {

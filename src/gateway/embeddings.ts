@@ -3,11 +3,16 @@ import { asAppError } from './gateway.errors.ts';
 import type { Registry } from './registry.ts';
 import { failoverContext, withFailover, type FailoverContext, type RetryPolicy } from './reliability.ts';
 import { countTextTokens } from './tokens.ts';
+import type { EmbedRequestOptions } from './providers/provider.ts';
 
 /** Embeddings from an upstream provider; the embeddings route and ingestion use it. */
 export interface EmbeddingBackend {
   readonly model: string;
-  embed(inputs: string[], signal?: AbortSignal): Promise<{ vectors: number[][]; promptTokens: number }>;
+  embed(
+    inputs: string[],
+    signal?: AbortSignal,
+    options?: EmbedRequestOptions,
+  ): Promise<{ vectors: number[][]; promptTokens: number }>;
 }
 
 export interface EmbeddingBackendsDeps {
@@ -42,7 +47,7 @@ export function createEmbeddingBackends({
 
     return {
       model,
-      async embed(inputs, signal) {
+      async embed(inputs, signal, options = {}) {
         const vectors = new Array<number[]>(inputs.length);
         let promptTokens = 0;
         const starts: number[] = [];
@@ -53,13 +58,15 @@ export function createEmbeddingBackends({
           while (next < starts.length && !failed) {
             const start = starts[next++] as number;
             const batch = inputs.slice(start, start + batchSize);
-            const result = await withFailover(candidates, (p) => p.embed(target, batch, signal), context(signal)).catch(
-              (error: unknown) => {
-                // One failed batch fails the call: the other workers take no new batch.
-                failed = true;
-                throw error;
-              },
-            );
+            const result = await withFailover(
+              candidates,
+              (p) => p.embed(target, batch, signal, options),
+              context(signal),
+            ).catch((error: unknown) => {
+              // One failed batch fails the call: the other workers take no new batch.
+              failed = true;
+              throw error;
+            });
             for (let i = 0; i < result.vectors.length; i++) vectors[start + i] = result.vectors[i] as number[];
             promptTokens += result.promptTokens > 0 ? result.promptTokens : await countTextTokens(batch);
           }

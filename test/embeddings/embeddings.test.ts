@@ -78,7 +78,10 @@ describe('POST /api/v1/embeddings (local model)', () => {
       [{ model: 'text-embedding-ada-002', input: [] }, 400, 'invalid_value'],
       [{ model: 'text-embedding-ada-002', input: ['ok', ''] }, 400, 'invalid_value'],
       [{ model: 'text-embedding-ada-002', input: 'x', encoding_format: 'int8' }, 400, 'invalid_value'],
-      [{ model: 'text-embedding-ada-002', input: [1, 2, 3] }, 400, 'invalid_value'],
+      [{ model: 'text-embedding-ada-002', input: [1.5, 2] }, 400, 'invalid_value'],
+      [{ model: 'text-embedding-ada-002', input: [[15339], []] }, 400, 'invalid_value'],
+      [{ model: 'text-embedding-ada-002', input: ['text', [15339]] }, 400, 'invalid_value'],
+      [{ model: 'text-embedding-ada-002', input: 'x', dimensions: 0 }, 400, 'invalid_value'],
       [{ input: 'x' }, 400, 'missing_field'],
       [{ model: 'text-embedding-ada-002', input: Array.from({ length: 2049 }, () => 'x') }, 400, 'invalid_value'],
       [{ model: 'nonexistent-model', input: 'x' }, 404, 'model_not_found'],
@@ -90,6 +93,51 @@ describe('POST /api/v1/embeddings (local model)', () => {
     }
   });
 
+  it('token ids (cl100k_base, as LangChain sends them) are the text they encode', async () => {
+    const texts = ['hello world', 'Vectors of the same text match whatever shares the batch.'];
+    const { encode } = await import('gpt-tokenizer/encoding/cl100k_base');
+    const byText = (await (await embed({ model: 'text-embedding-ada-002', input: texts })).json()) as EmbeddingsBody;
+    const response = await embed({ model: 'text-embedding-ada-002', input: texts.map((text) => encode(text)) });
+    expect(response.status).toBe(200);
+    const byIds = (await response.json()) as EmbeddingsBody;
+    expect(byIds.data).toHaveLength(2);
+    for (const i of [0, 1]) {
+      expect(cosine(byIds.data[i]?.embedding as number[], byText.data[i]?.embedding as number[])).toBeGreaterThan(
+        0.9999,
+      );
+    }
+    // One array of ids is one input.
+    const single = (await (
+      await embed({ model: 'text-embedding-ada-002', input: [15339, 1917] })
+    ).json()) as EmbeddingsBody;
+    expect(single.data).toHaveLength(1);
+    expect(cosine(single.data[0]?.embedding as number[], byText.data[0]?.embedding as number[])).toBeGreaterThan(
+      0.9999,
+    );
+
+    const unknown = await embed({ model: 'text-embedding-ada-002', input: [[15339], [15339, 999_999]] });
+    expect(unknown.status).toBe(400);
+    expect(((await unknown.json()) as { error: { message: string; param: string } }).error).toMatchObject({
+      param: 'input',
+      message: expect.stringContaining('input[1]: token 999999 is not a cl100k_base token id'),
+    });
+  });
+
+  it("dimensions: the model's own length is accepted; a local model cannot shorten its vectors", async () => {
+    const same = await embed({ model: 'text-embedding-ada-002', input: 'x', dimensions: 384 });
+    expect(same.status).toBe(200);
+    expect(((await same.json()) as EmbeddingsBody).data[0]?.embedding).toHaveLength(384);
+    const shorter = await embed({ model: 'text-embedding-ada-002', input: 'x', dimensions: 128 });
+    expect(shorter.status).toBe(400);
+    expect(((await shorter.json()) as { error: { message: string; param: string } }).error).toEqual(
+      expect.objectContaining({
+        param: 'dimensions',
+        message:
+          "Model 'text-embedding-ada-002' makes 384-dimensional vectors and cannot shorten them: leave out dimensions, or pass 384",
+      }),
+    );
+  });
+
   it('works through the official openai client', async () => {
     const client = new OpenAI({ apiKey: key, baseURL: `${t.url}/api/v1` });
     const result = await client.embeddings.create({ model: 'text-embedding-3-small', input: ['one', 'two'] });
@@ -97,5 +145,11 @@ describe('POST /api/v1/embeddings (local model)', () => {
     expect(result.data[1]?.index).toBe(1);
     expect(result.data[0]?.embedding).toHaveLength(384);
     await expect(client.embeddings.create({ model: 'nope', input: 'x' })).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    // Token ids through the client, as OpenAI's API takes them.
+    const ids = await client.embeddings.create({ model: 'text-embedding-3-small', input: [[15339, 1917]] });
+    expect(ids.data[0]?.embedding).toHaveLength(384);
+    await expect(
+      client.embeddings.create({ model: 'text-embedding-3-small', input: 'x', dimensions: 256 }),
+    ).rejects.toBeInstanceOf(OpenAI.BadRequestError);
   });
 });

@@ -85,3 +85,35 @@ describe('upstream embedding backends', () => {
     expect(statusOf(down as AppError)).toBe(502);
   });
 });
+
+describe('POST /api/v1/embeddings on an upstream model', () => {
+  it('dimensions goes to the provider, and the vectors come back at that length', async () => {
+    const response = await t.request('/api/v1/embeddings', {
+      method: 'POST',
+      json: { model: 'small', input: ['one', 'two'], dimensions: 2 },
+    });
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as { data: { embedding: number[] }[] };
+    expect(body.data.map((d) => d.embedding.length)).toEqual([2, 2]);
+    // (An earlier request may be the one-time probe that measures the model's own length.)
+    expect(first.requests.filter((r) => r.path === '/v1/embeddings').at(-1)?.body).toMatchObject({
+      model: 'mock-embed',
+      input: ['one', 'two'],
+      dimensions: 2,
+    });
+    // Without it, the model's own length.
+    const plain = (await (
+      await t.request('/api/v1/embeddings', { method: 'POST', json: { model: 'small', input: 'one' } })
+    ).json()) as { data: { embedding: number[] }[] };
+    expect(plain.data[0]?.embedding).toHaveLength(4);
+  });
+
+  it('token ids reach the provider as the text they encode', async () => {
+    const response = await t.request('/api/v1/embeddings', {
+      method: 'POST',
+      json: { model: 'small', input: [[15339, 1917]] },
+    });
+    expect(response.status).toBe(200);
+    expect(first.requests.filter((r) => r.path === '/v1/embeddings').at(-1)?.body?.input).toEqual(['hello world']);
+  });
+});

@@ -278,11 +278,10 @@ export async function startMockUpstream(options: MockUpstreamOptions = {}): Prom
       return error(res, 400, `at most ${settings.maxEmbeddingBatch} inputs per request`);
     }
     const base64 = body.encoding_format === 'base64';
+    // OpenAI's text-embedding-3 models take `dimensions`; the mock makes vectors of that length.
+    const dimensions = typeof body.dimensions === 'number' ? body.dimensions : settings.embeddingDimensions;
     const data = inputs.map((text, index) => {
-      const vector = (settings.embeddingKind === 'words' ? wordVectorFor : vectorFor)(
-        text,
-        settings.embeddingDimensions,
-      );
+      const vector = (settings.embeddingKind === 'words' ? wordVectorFor : vectorFor)(text, dimensions);
       return {
         object: 'embedding',
         index,

@@ -93,6 +93,11 @@ export interface UpstreamModel {
   created: number;
 }
 
+/** What an embeddings call asks beyond the inputs: `dimensions` goes to the provider as OpenAI's API names it. */
+export interface EmbedRequestOptions {
+  dimensions?: number;
+}
+
 /** What a provider's /embeddings answered: one vector per input, in input order. */
 export interface ProviderEmbeddings {
   vectors: number[][];
@@ -120,7 +125,12 @@ export interface ChatProvider {
   complete(params: ChatCompletionCreateParamsNonStreaming, signal?: AbortSignal): Promise<RawCompletion>;
   /** Resolves once the upstream accepted the request; events (and in-band failures) follow. */
   stream(params: ChatCompletionCreateParamsStreaming, signal?: AbortSignal): Promise<AsyncGenerator<StreamEvent>>;
-  embed(model: string, inputs: string[], signal?: AbortSignal): Promise<ProviderEmbeddings>;
+  embed(
+    model: string,
+    inputs: string[],
+    signal?: AbortSignal,
+    options?: EmbedRequestOptions,
+  ): Promise<ProviderEmbeddings>;
   /** POST {base_url}/rerank in the Jina/Cohere/vLLM shape: `model`, `query`, `documents`, `top_n`. */
   rerank(model: string, query: string, documents: string[], topN: number, signal?: AbortSignal): Promise<RerankResult>;
   listModels(signal?: AbortSignal): Promise<UpstreamModel[]>;

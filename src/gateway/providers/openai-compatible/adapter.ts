@@ -124,8 +124,13 @@ export function createOpenAICompatibleProvider(config: ResolvedProvider): ChatPr
       return events(response.body, signal);
     },
 
-    async embed(model, inputs, signal) {
-      const payload = JSON.stringify({ model, input: inputs, encoding_format: 'base64' });
+    async embed(model, inputs, signal, options = {}) {
+      const payload = JSON.stringify({
+        model,
+        input: inputs,
+        encoding_format: 'base64',
+        ...(options.dimensions === undefined ? {} : { dimensions: options.dimensions }),
+      });
       const response = await call('POST', '/embeddings', payload, signal);
       const { value } = await readJson<{ data?: EmbeddingItem[]; usage?: { prompt_tokens?: number } }>(
         response.body,
