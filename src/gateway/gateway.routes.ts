@@ -6,7 +6,8 @@ import type {
 } from 'openai/resources/chat/completions';
 import { clientGone, shuttingDown } from '../http/abort.ts';
 import { principalOf } from '../http/auth.ts';
-import { chatCompletionRequest, chatCompletionResponse, modelList } from './gateway.schemas.ts';
+import { z } from 'zod';
+import { chatCompletionRequest, chatCompletionResponse, modelEntry, modelList } from './gateway.schemas.ts';
 import type { GatewayService } from './gateway.service.ts';
 import { sendChatStream } from '../http/sse.reply.ts';
 
@@ -60,6 +61,23 @@ export function gatewayRoutes(gateway: GatewayService) {
         schema: { operationId: 'listModels', tags, response: { 200: modelList } },
       },
       async () => ({ object: 'list' as const, data: await gateway.models() }),
+    );
+
+    // What the OpenAI SDKs' models.retrieve(id) asks; ids may hold slashes (`org/model`), which
+    // the SDKs put in the path as they are, hence the wildcard.
+    app.get(
+      '/api/v1/models/*',
+      {
+        config: { access: 'read', family: 'structured', wildcardParam: 'model' },
+        schema: {
+          operationId: 'retrieveModel',
+          tags,
+          description: 'One model of `GET /api/v1/models` by its id (which may contain slashes).',
+          params: z.object({ '*': z.string().describe('The model id') }),
+          response: { 200: modelEntry },
+        },
+      },
+      async (request) => gateway.model(request.params['*']),
     );
   };
 }

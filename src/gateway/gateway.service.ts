@@ -203,6 +203,19 @@ export function createGatewayService({ registry, retry, usage, quota, logger, on
     },
 
     models: () => registry.models(),
+    /** One model of the list, or model_not_found said as chat says it. */
+    async model(id: string) {
+      const found = (await registry.models()).find((m) => m.id === id);
+      if (found !== undefined) return found;
+      const hint = registry.hasChatProviders()
+        ? ''
+        : ': no chat provider is configured (set OPENAI_API_KEY, or list providers in the RAGPORT_CONFIG file)';
+      throw new AppError({
+        code: 'model_not_found',
+        message: `The model '${id}' does not exist${hint}`,
+        param: 'model',
+      });
+    },
   };
 }
 

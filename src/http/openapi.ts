@@ -1,6 +1,6 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import type { FastifyInstance, RouteOptions } from 'fastify';
+import type { FastifyInstance, FastifySchema, RouteOptions } from 'fastify';
 import { jsonSchemaTransform } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { alwaysStructured, errorCodes, type ErrorFamily } from './errors.ts';
@@ -66,6 +66,24 @@ export function registerRouteRules(app: FastifyInstance, table: RouteEntry[]): v
   });
 }
 
+/**
+ * A wildcard route (`/api/v1/models/*`, for ids with slashes) documented with a named path
+ * parameter (`/api/v1/models/{model}`) rather than one called `*`.
+ */
+function wildcardNamed<T extends { url: string; schema: FastifySchema }>(output: T, name?: string): T {
+  if (name === undefined || !output.url.endsWith('/*')) return output;
+  const params = output.schema.params as { properties?: Record<string, unknown>; required?: string[] } | undefined;
+  const { '*': wildcard, ...others } = params?.properties ?? {};
+  return {
+    ...output,
+    url: `${output.url.slice(0, -1)}:${name}`,
+    schema: {
+      ...output.schema,
+      params: { ...params, properties: { ...others, [name]: wildcard }, required: [name] },
+    },
+  };
+}
+
 /** OpenAPI from the zod schemas, and Swagger UI from the npm package's own assets: no CDN. */
 export async function registerDocs(app: FastifyInstance, version: string): Promise<void> {
   await app.register(swagger, {
@@ -79,7 +97,7 @@ export async function registerDocs(app: FastifyInstance, version: string): Promi
       components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer' } } },
     },
     transform: (input) => {
-      const output = jsonSchemaTransform(input);
+      const output = wildcardNamed(jsonSchemaTransform(input), input.route.config?.wildcardParam);
       const documented = input.route.config?.documentedBody;
       if (documented === undefined) return output;
       const content = Object.fromEntries(

@@ -15,6 +15,8 @@ declare module 'fastify' {
      * fastify would validate.
      */
     documentedBody?: Record<string, ZodType>;
+    /** A wildcard route's `*` as a named path parameter in the OpenAPI document. */
+    wildcardParam?: string;
   }
   interface FastifyRequest {
     principal: Principal | null;

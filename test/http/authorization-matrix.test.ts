@@ -239,6 +239,7 @@ const fixtures: Record<string, Fixture> = {
     restricted: 'unaffected',
   },
   'GET /api/v1/models': { request: fixed('/api/v1/models'), shape: 'structured', restricted: 'unaffected' },
+  'GET /api/v1/models/*': { request: fixed('/api/v1/models/mock-chat'), shape: 'structured', restricted: 'unaffected' },
 
   'POST /api/v1/chatbot/create': {
     request: fixed('/api/v1/chatbot/create', {
