@@ -74,19 +74,22 @@ const fromUpstream = (usage: ChatCompletion['usage'] | null | undefined): Usage 
  * accounting. The route and the chatbots both call this.
  */
 export function createGatewayService({ registry, retry, usage, quota, logger, onUpstreamFailure }: GatewayServiceDeps) {
+  /** An unknown chat model; with no chat provider at all, the hint says what to configure. */
+  const modelNotFound = (model: string) =>
+    new AppError({
+      code: 'model_not_found',
+      message: `The model '${model}' does not exist${
+        registry.hasChatProviders()
+          ? ''
+          : ': no chat provider is configured (set OPENAI_API_KEY, or list providers in the RAGPORT_CONFIG file)'
+      }`,
+      param: 'model',
+    });
+
   /** Providers for the model, after the token quota check: both before any upstream call. */
   const prepare = async (model: string, caller: Caller | undefined): Promise<Candidate[]> => {
     const candidates = await registry.candidates(model, 'chat');
-    if (candidates.length === 0) {
-      const hint = registry.hasChatProviders()
-        ? ''
-        : ': no chat provider is configured (set OPENAI_API_KEY, or list providers in the RAGPORT_CONFIG file)';
-      throw new AppError({
-        code: 'model_not_found',
-        message: `The model '${model}' does not exist${hint}`,
-        param: 'model',
-      });
-    }
+    if (candidates.length === 0) throw modelNotFound(model);
     if (caller !== undefined && caller.tokensPerMonth !== null) {
       const used = await quota.tokensThisMonth(caller.keyId);
       if (used >= caller.tokensPerMonth) {
@@ -207,14 +210,7 @@ export function createGatewayService({ registry, retry, usage, quota, logger, on
     async model(id: string) {
       const found = (await registry.models()).find((m) => m.id === id);
       if (found !== undefined) return found;
-      const hint = registry.hasChatProviders()
-        ? ''
-        : ': no chat provider is configured (set OPENAI_API_KEY, or list providers in the RAGPORT_CONFIG file)';
-      throw new AppError({
-        code: 'model_not_found',
-        message: `The model '${id}' does not exist${hint}`,
-        param: 'model',
-      });
+      throw modelNotFound(id);
     },
   };
 }
