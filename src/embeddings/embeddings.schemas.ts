@@ -2,10 +2,14 @@ import { z } from 'zod';
 
 export const MAX_INPUTS = 2048;
 export const MAX_TOTAL_CHARS = 4_000_000;
-/** Token ids in one request, all inputs together (about MAX_TOTAL_CHARS of text). */
-export const MAX_TOTAL_TOKENS = 1_000_000;
+/** Token ids in one request, all inputs together: OpenAI's own limit. */
+export const MAX_TOTAL_TOKENS = 300_000;
+/** Token ids in one input: the window of OpenAI's embedding models. */
+export const MAX_INPUT_TOKENS = 8_192;
 const MAX_DIMENSIONS = 16_384;
 
+// Its length limits are checked where the ids are decoded (token-input.ts): inside the union a
+// failed `.max` would be reported as the union's generic message.
 const tokenArray = z.array(z.number().int().min(0)).min(1, 'a token array must not be empty');
 
 export const embeddingsBody = z.object({

@@ -1,6 +1,6 @@
 import { AppError } from '../errors.ts';
 import type { EmbeddingsBody, EmbeddingsResponse } from './embeddings.schemas.ts';
-import { MAX_TOTAL_CHARS, MAX_TOTAL_TOKENS } from './embeddings.schemas.ts';
+import { MAX_TOTAL_CHARS } from './embeddings.schemas.ts';
 import { inputTexts } from './token-input.ts';
 import type { EmbeddingRegistry } from './registry.ts';
 import type { UsageSink } from './embeddings.types.ts';
@@ -10,13 +10,6 @@ function toBase64(vector: Float32Array): string {
   const bytes = Buffer.alloc(vector.length * 4);
   for (let i = 0; i < vector.length; i++) bytes.writeFloatLE(vector[i] as number, i * 4);
   return bytes.toString('base64');
-}
-
-/** Token ids in a token-array input (0 for text). */
-function tokenCount(input: EmbeddingsBody['input']): number {
-  if (typeof input === 'string' || input.length === 0 || typeof input[0] === 'string') return 0;
-  if (typeof input[0] === 'number') return input.length;
-  return (input as number[][]).reduce((n, ids) => n + ids.length, 0);
 }
 
 export interface EmbeddingsServiceDeps {
@@ -44,14 +37,6 @@ export function createEmbeddingsService(deps: EmbeddingsServiceDeps) {
       body: EmbeddingsBody,
       signal: AbortSignal,
     ): Promise<{ response: EmbeddingsResponse; resolvedModel: string }> {
-      const tokens = tokenCount(body.input);
-      if (tokens > MAX_TOTAL_TOKENS) {
-        throw new AppError({
-          code: 'invalid_value',
-          message: `input is too large: at most ${MAX_TOTAL_TOKENS} token ids in total`,
-          param: 'input',
-        });
-      }
       const inputs = await inputTexts(body.input);
       const chars = inputs.reduce((n, s) => n + s.length, 0);
       if (chars > MAX_TOTAL_CHARS) {

@@ -1,6 +1,11 @@
 import { AppError } from '../errors.ts';
 import { UpstreamFailure } from './providers/provider.ts';
 
+/** `Retry-After` in whole seconds (at least 1), or nothing when there is no wait to tell. */
+function retryAfterHeader(ms: number | undefined): Record<string, string> | undefined {
+  return ms === undefined ? undefined : { 'retry-after': String(Math.max(1, Math.ceil(ms / 1000))) };
+}
+
 /**
  * An upstream failure as the client sees it: a client error (4xx) keeps the upstream's status,
  * message and code; timeouts are 504; everything else, after retries and failover, 502.
@@ -12,10 +17,7 @@ export function toClientError(failure: UpstreamFailure): AppError {
   }
   if (kind === 'status' && status !== undefined && status >= 400 && status < 500 && status !== 401 && status !== 403) {
     const rateLimited = status === 429;
-    const headers =
-      rateLimited && failure.retryAfterMs !== undefined
-        ? { 'retry-after': String(Math.max(1, Math.ceil(failure.retryAfterMs / 1000))) }
-        : undefined;
+    const headers = rateLimited ? retryAfterHeader(failure.retryAfterMs) : undefined;
     return new AppError({
       code: rateLimited ? 'rate_limit_exceeded' : 'invalid_value',
       message: failure.message,
@@ -40,10 +42,7 @@ export function toClientError(failure: UpstreamFailure): AppError {
           : 'is unreachable';
   // Every provider's breaker is open: tell the client when one takes a request again (the OpenAI
   // SDKs wait that long before their own retry).
-  const headers =
-    failure.availableInMs === undefined
-      ? undefined
-      : { 'retry-after': String(Math.max(1, Math.ceil(failure.availableInMs / 1000))) };
+  const headers = retryAfterHeader(failure.availableInMs);
   return new AppError({
     code: 'upstream_error',
     message: kind === 'unavailable' ? failure.message : `Provider ${provider} ${detail}`,

@@ -115,6 +115,24 @@ describe('POST /api/v1/embeddings (local model)', () => {
       0.9999,
     );
 
+    // OpenAI's limits: 8,192 ids in one input, 300,000 in all.
+    const tooLong = await embed({
+      model: 'text-embedding-ada-002',
+      input: [Array.from({ length: 8_193 }, () => 15339)],
+    });
+    expect(tooLong.status).toBe(400);
+    expect(((await tooLong.json()) as { error: { message: string } }).error.message).toContain(
+      'at most 8192 token ids',
+    );
+    const tooMany = await embed({
+      model: 'text-embedding-ada-002',
+      input: Array.from({ length: 37 }, () => Array.from({ length: 8_192 }, () => 15339)),
+    });
+    expect(tooMany.status).toBe(400);
+    expect(((await tooMany.json()) as { error: { message: string } }).error.message).toBe(
+      'input is too large: at most 300000 token ids in total',
+    );
+
     const unknown = await embed({ model: 'text-embedding-ada-002', input: [[15339], [15339, 999_999]] });
     expect(unknown.status).toBe(400);
     expect(((await unknown.json()) as { error: { message: string; param: string } }).error).toMatchObject({
