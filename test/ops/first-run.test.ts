@@ -6,12 +6,16 @@ import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
 import { LOCK_FILE } from '../../src/db/data-dir-lock.ts';
 import { messageWithCauses } from '../../src/logging.ts';
+import { openTestDatabase } from '../support/database.ts';
 import { scratchDirs } from '../support/scratch.ts';
 import { startTestApp } from '../support/app.ts';
 import { call } from '../support/http.ts';
 import { freePort, spawnRagport, waitUntil, type RagportProcess } from '../support/processes.ts';
 
 const run = promisify(execFile);
+interface PackageJson {
+  scripts: Record<string, string>;
+}
 const root = path.resolve(import.meta.dirname, '../..');
 const freshDir = scratchDirs('ragport-first-run-');
 
@@ -25,16 +29,22 @@ const logLines = (output: string) =>
 const oldNode = ['/usr/bin/node', '/usr/local/bin/node'].find((p) => existsSync(p) && p !== process.execPath);
 
 describe('starting ragport the first time', { timeout: 180_000 }, () => {
-  it.skipIf(oldNode === undefined)('an old Node is told so in one sentence', async () => {
-    const { stdout: version } = await run(oldNode as string, ['--version']);
-    const [major = 0, minor = 0] = version.slice(1).split('.').map(Number);
-    if (major > 22 || (major === 22 && minor >= 18)) return;
-    const failed = run(oldNode as string, [path.join(root, 'src/start.mjs')], { cwd: root });
-    await expect(failed).rejects.toMatchObject({
-      code: 1,
-      stderr: `ragport needs Node.js 22.18 or newer (24 recommended), and this is Node.js ${version.trim().slice(1)}.\n`,
-    });
-  });
+  // `npm start`, `npm run worker` and `npm run keys -- list`, as package.json runs them.
+  it.skipIf(oldNode === undefined).each(['src/start.mjs', 'src/start-worker.mjs', 'src/keys.mjs'])(
+    'an old Node is told so in one sentence (%s)',
+    async (entry) => {
+      const { stdout: version } = await run(oldNode as string, ['--version']);
+      const [major = 0, minor = 0] = version.slice(1).split('.').map(Number);
+      if (major > 22 || (major === 22 && minor >= 18)) return;
+      const script = (JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as PackageJson).scripts;
+      expect(Object.values(script).some((command) => command.includes(` ${entry}`))).toBe(true);
+      const failed = run(oldNode as string, [path.join(root, entry), 'list'], { cwd: root });
+      await expect(failed).rejects.toMatchObject({
+        code: 1,
+        stderr: `ragport needs Node.js 22.18 or newer (24 recommended), and this is Node.js ${version.trim().slice(1)}.\n`,
+      });
+    },
+  );
 
   it('`npm start`: a summary, one listening line, polls at debug; it stops when its pid is signalled', async () => {
     const port = await freePort();
@@ -107,6 +117,38 @@ describe('starting ragport the first time', { timeout: 180_000 }, () => {
       expect(output).toContain('"msg":"stopped"');
     } finally {
       npm.kill('SIGKILL');
+    }
+  });
+
+  it.skipIf(!process.env.TEST_DATABASE_URL)('`npm run worker` stops when its pid is signalled', async () => {
+    const db = await openTestDatabase();
+    const metricsPort = await freePort();
+    const npm = spawn('npm', ['run', 'worker'], {
+      cwd: root,
+      env: { ...process.env, DATABASE_URL: db.url, METRICS_PORT: String(metricsPort), LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    npm.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    npm.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => npm.once('exit', (code) => resolve(code)));
+    const health = `http://127.0.0.1:${metricsPort}/healthz`;
+    const answers = () =>
+      fetch(health).then(
+        (r) => r.ok,
+        () => false,
+      );
+    try {
+      await waitUntil('npm run worker up', answers, { timeoutMs: 120_000 });
+      npm.kill('SIGTERM');
+      await exited;
+      await waitUntil('the worker gone', async () => !(await answers()), { timeoutMs: 20_000 });
+      await waitUntil('the worker says so', async () => output.includes('"msg":"worker stopped"'), {
+        timeoutMs: 20_000,
+      });
+    } finally {
+      npm.kill('SIGKILL');
+      await db.close();
     }
   });
 
