@@ -1,4 +1,12 @@
 import { defineConfig } from 'vitest/config';
+import { unsupportedNode } from './src/launch.mjs';
+
+// `npm test` on an old Node stops with the sentence `npm start` gives, not with a page of failures.
+const tooOld = unsupportedNode();
+if (tooOld !== undefined) {
+  process.stderr.write(`${tooOld}\n`);
+  process.exit(1);
+}
 
 // CI asks for a machine-readable report beside the console output, without changing `npm test`.
 const report = process.env.RAGPORT_TEST_REPORT;

@@ -9,11 +9,9 @@
  * pid never leaves a server holding the port or a worker holding jobs.
  */
 export async function launch(entry, { stopWithParent = false } = {}) {
-  const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
-  if (major < 22 || (major === 22 && minor < 18)) {
-    process.stderr.write(
-      `ragport needs Node.js 22.18 or newer (24 recommended), and this is Node.js ${process.versions.node}.\n`,
-    );
+  const tooOld = unsupportedNode();
+  if (tooOld !== undefined) {
+    process.stderr.write(`${tooOld}\n`);
     process.exit(1);
   }
   if (stopWithParent) {
@@ -23,4 +21,11 @@ export async function launch(entry, { stopWithParent = false } = {}) {
     }, 250).unref();
   }
   await import(entry);
+}
+
+/** The sentence saying this Node is too old for ragport, or undefined when it is new enough. */
+export function unsupportedNode() {
+  const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
+  if (major > 22 || (major === 22 && minor >= 18)) return undefined;
+  return `ragport needs Node.js 22.18 or newer (24 recommended), and this is Node.js ${process.versions.node}.`;
 }

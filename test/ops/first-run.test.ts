@@ -29,22 +29,24 @@ const logLines = (output: string) =>
 const oldNode = ['/usr/bin/node', '/usr/local/bin/node'].find((p) => existsSync(p) && p !== process.execPath);
 
 describe('starting ragport the first time', { timeout: 180_000 }, () => {
-  // `npm start`, `npm run worker` and `npm run keys -- list`, as package.json runs them.
-  it.skipIf(oldNode === undefined).each(['src/start.mjs', 'src/start-worker.mjs', 'src/keys.mjs'])(
-    'an old Node is told so in one sentence (%s)',
-    async (entry) => {
-      const { stdout: version } = await run(oldNode as string, ['--version']);
-      const [major = 0, minor = 0] = version.slice(1).split('.').map(Number);
-      if (major > 22 || (major === 22 && minor >= 18)) return;
-      const script = (JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as PackageJson).scripts;
-      expect(Object.values(script).some((command) => command.includes(` ${entry}`))).toBe(true);
-      const failed = run(oldNode as string, [path.join(root, entry), 'list'], { cwd: root });
-      await expect(failed).rejects.toMatchObject({
-        code: 1,
-        stderr: `ragport needs Node.js 22.18 or newer (24 recommended), and this is Node.js ${version.trim().slice(1)}.\n`,
-      });
-    },
-  );
+  // `npm start`, `npm run worker`, `npm run keys -- list` and `npm test`, as package.json runs them.
+  it.skipIf(oldNode === undefined).each([
+    ['start', 'src/start.mjs'],
+    ['worker', 'src/start-worker.mjs'],
+    ['keys', 'src/keys.mjs', 'list'],
+    ['test', 'node_modules/vitest/vitest.mjs', 'run', '--project', 'unit'],
+  ])('an old Node is told so in one sentence (npm run %s)', async (script, entry, ...args) => {
+    const { stdout: version } = await run(oldNode as string, ['--version']);
+    const [major = 0, minor = 0] = version.slice(1).split('.').map(Number);
+    if (major > 22 || (major === 22 && minor >= 18)) return;
+    const scripts = (JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as PackageJson).scripts;
+    if (script !== 'test') expect(scripts[script]).toMatch(new RegExp(` ${entry}$`));
+    const failed = run(oldNode as string, [path.join(root, entry), ...args], { cwd: root });
+    await expect(failed).rejects.toMatchObject({
+      code: 1,
+      stderr: `ragport needs Node.js 22.18 or newer (24 recommended), and this is Node.js ${version.trim().slice(1)}.\n`,
+    });
+  });
 
   it('`npm start`: a summary, one listening line, polls at debug; it stops when its pid is signalled', async () => {
     const port = await freePort();
