@@ -20,6 +20,7 @@ const report = process.env.RAGPORT_TEST_REPORT;
  * Every test file is in exactly one project: api is whatever the other two do not name.
  */
 const unit = [
+  'test/backup/tar.test.ts',
   'test/chatbots/prompt.test.ts',
   'test/config/**/*.test.ts',
   'test/docs/config-reference.test.ts',

@@ -1,4 +1,4 @@
-import { execSync } from 'node:child_process';
+import { execSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -165,4 +165,28 @@ export async function withScratchDatabase<T>(
     await admin.query(`drop database if exists ${name} with (force)`);
     await admin.end();
   }
+}
+
+/**
+ * `node src/server.ts` of the checkout at `serverRoot` as a process of its own on 127.0.0.1:`port`
+ * with a bootstrap admin key, logging warnings and worse to this process's stderr; `env` over
+ * this process's environment.
+ */
+export function spawnServer(
+  serverRoot: string,
+  port: number,
+  adminKey: string,
+  env: Record<string, string>,
+): ChildProcess {
+  return spawn(process.execPath, [path.join(serverRoot, 'src/server.ts')], {
+    env: {
+      ...process.env,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      RAGPORT_ADMIN_KEY: adminKey,
+      LOG_LEVEL: 'warn',
+      ...env,
+    },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
 }

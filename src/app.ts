@@ -7,6 +7,8 @@ import type { Database } from './db/client.ts';
 import { startEmbeddedMaintenance } from './db/maintenance.ts';
 import { randomBase62 } from './db/ids.ts';
 import type { Gateway } from './gateway/gateway.module.ts';
+import { backupRoutes } from './backup/backup.routes.ts';
+import { createBackupService } from './backup/backup.service.ts';
 import { healthRoutes } from './health/health.routes.ts';
 import { listenWithAcceptors } from './http/acceptors.ts';
 import { installAuth } from './http/auth.ts';
@@ -187,6 +189,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     spawner,
   });
   const { codeExecution } = tools;
+  const backups = createBackupService({ database, dataDir: config.dataDir, logger, clock });
   const chatbots = createChatbotsModule({
     db: database.db,
     collections: collections.service,
@@ -244,6 +247,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     embeddingsApi.routes,
     tools.routes,
     chatbots.routes,
+    backupRoutes(backups),
   ])
     await server.register(routes);
 

@@ -5,29 +5,18 @@
  *   MODELS_DIR=… node bench/ingestion/search-latency.ts <DATA_DIR> [server root]
  * BENCH_QUERIES (200) per mode after 20 not measured; BENCH_SETTLE_SECONDS (10) idle after start.
  */
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { sharedJsonLines } from '../../test/support/fixtures.ts';
+import { spawnServer } from '../support.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const [dataDir, serverRoot = root] = process.argv.slice(2);
 if (!dataDir) throw new Error('usage: search-latency.ts <DATA_DIR> [server root]');
 const adminKey = `bench_admin_${'x'.repeat(32)}`;
 const port = 18_000 + (process.pid % 1000);
-const child = spawn(process.execPath, [path.join(serverRoot, 'src/server.ts')], {
-  env: {
-    ...process.env,
-    PORT: String(port),
-    HOST: '127.0.0.1',
-    DATA_DIR: dataDir,
-    RAGPORT_ADMIN_KEY: adminKey,
-    LOG_LEVEL: 'warn',
-    INGESTION_CONCURRENCY: '0',
-  },
-  stdio: ['ignore', 'ignore', 'inherit'],
-});
+const child = spawnServer(serverRoot, port, adminKey, { DATA_DIR: dataDir, INGESTION_CONCURRENCY: '0' });
 const url = `http://127.0.0.1:${port}`;
 for (;;) {
   if (

@@ -33,6 +33,12 @@ export interface Database {
    * function is called.
    */
   onWait?(listener: WaitListener): () => void;
+  /**
+   * The embedded database with a data directory only: copies that directory, as of one moment,
+   * to `into` (which must not exist). Statements wait meanwhile (a checkpoint, then the copy);
+   * resolves with how long they were held.
+   */
+  snapshot?(into: string): Promise<{ heldMs: number }>;
   close(): Promise<void>;
 }
 
@@ -127,6 +133,11 @@ export async function openPglite(dir?: string, options: PgliteOptions = {}): Pro
       return { close: () => (client.closed ? Promise.resolve() : unsubscribe()) };
     },
     onWait: (listener) => client.onWait(listener),
+    // On the database's thread, holding its one session: a checkpoint, then the files copied
+    // (cloned where the filesystem can), so the copy starts like a cleanly stopped database.
+    ...(dir === undefined
+      ? {}
+      : { snapshot: async (into: string) => ({ heldMs: await guarded(client.snapshot.bind(client))(into) }) }),
     close: async () => {
       if (!client.closed) await client.close();
     },

@@ -5,8 +5,6 @@
  * long document held it longer. Here the tokenizer and the sessions live on this thread and
  * answer `local.model.ts` by messages.
  */
-import { readlinkSync } from 'node:fs';
-import { setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import {
   AutoModel,
@@ -17,6 +15,7 @@ import {
   type Tensor,
 } from '@huggingface/transformers';
 import { createIdleCollector } from '../threads/idle-gc.ts';
+import { lowerThreadPriority } from '../threads/niceness.ts';
 
 export interface ModelCard {
   pooling: 'mean' | 'cls';
@@ -110,19 +109,6 @@ env.allowLocalModels = options.modelsDir !== undefined;
 if (options.modelsDir !== undefined) env.localModelPath = options.modelsDir;
 env.cacheDir = options.cacheDir;
 
-/**
- * Lowers this thread's priority (Linux: a thread's id is a pid to setpriority). Threads inherit
- * their creator's niceness, so ONNX Runtime's threads, started by this one, run at it too.
- */
-function lowerPriority(): void {
-  if (options.niceness === 0) return;
-  try {
-    setPriority(Number(readlinkSync('/proc/thread-self').split('/').at(-1)), options.niceness);
-  } catch {
-    // not Linux, or not permitted
-  }
-}
-
 const session = (intraOpNumThreads: number) =>
   AutoModel.from_pretrained(options.id, {
     dtype: options.dtype,
@@ -135,7 +121,7 @@ let model: PreTrainedModel;
 let small: PreTrainedModel;
 // Before loading, which takes a core for a second or more: the bulk lane starts when the first
 // document needs it, while requests are being served (threads inherit their creator's niceness).
-lowerPriority();
+lowerThreadPriority(options.niceness);
 try {
   tokenizer = await AutoTokenizer.from_pretrained(options.id);
   model = await session(options.threads);

@@ -84,6 +84,20 @@ function wildcardNamed<T extends { url: string; schema: FastifySchema }>(output:
   };
 }
 
+/** A route's 200 streamed as a file: binary content of the given types, with a description. */
+function withDocumentedResponse<T extends { schema: FastifySchema }>(
+  output: T,
+  documented?: Record<string, string>,
+): T {
+  if (documented === undefined) return output;
+  const content = Object.fromEntries(
+    Object.keys(documented).map((type) => [type, { schema: { type: 'string', format: 'binary' } }]),
+  );
+  const description = Object.values(documented).join(' ');
+  const response = { ...(output.schema.response as object | undefined), 200: { description, content } };
+  return { ...output, schema: { ...output.schema, response } };
+}
+
 /** OpenAPI from the zod schemas, and Swagger UI from the npm package's own assets: no CDN. */
 export async function registerDocs(app: FastifyInstance, version: string): Promise<void> {
   await app.register(swagger, {
@@ -97,7 +111,8 @@ export async function registerDocs(app: FastifyInstance, version: string): Promi
       components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer' } } },
     },
     transform: (input) => {
-      const output = wildcardNamed(jsonSchemaTransform(input), input.route.config?.wildcardParam);
+      const transformed = wildcardNamed(jsonSchemaTransform(input), input.route.config?.wildcardParam);
+      const output = withDocumentedResponse(transformed, input.route.config?.documentedResponse);
       const documented = input.route.config?.documentedBody;
       if (documented === undefined) return output;
       const content = Object.fromEntries(

@@ -15,6 +15,11 @@ declare module 'fastify' {
      * fastify would validate.
      */
     documentedBody?: Record<string, ZodType>;
+    /**
+     * A 200 that is not JSON (a file streamed), by content type with its description, for the
+     * OpenAPI document only.
+     */
+    documentedResponse?: Record<string, string>;
     /** A wildcard route's `*` as a named path parameter in the OpenAPI document. */
     wildcardParam?: string;
   }

@@ -240,6 +240,21 @@ const fixtures: Record<string, Fixture> = {
   },
   'GET /api/v1/models': { request: fixed('/api/v1/models'), shape: 'structured', restricted: 'unaffected' },
   'GET /api/v1/models/*': { request: fixed('/api/v1/models/mock-chat'), shape: 'structured', restricted: 'unaffected' },
+  // Whatever the database (409 here: no embedded data directory), a restricted key takes no backup.
+  'GET /api/v1/backup': {
+    request: fixed('/api/v1/backup'),
+    shape: 'structured',
+    restricted: {
+      status: 403,
+      body: {
+        error: {
+          message: 'A key restricted to collections cannot take a backup: it holds every collection',
+          type: 'permission_error',
+          code: 'insufficient_scope',
+        },
+      },
+    },
+  },
 
   'POST /api/v1/chatbot/create': {
     request: fixed('/api/v1/chatbot/create', {

@@ -1,0 +1,168 @@
+/**
+ * Online backup of the embedded database (`GET /api/v1/backup`): taken from a running server,
+ * restored by extracting it into an empty DATA_DIR and starting ragport there.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp } from '../support/app.ts';
+import { authError, call } from '../support/http.ts';
+import { startServerProcess, waitUntil, type RagportProcess } from '../support/processes.ts';
+import { scratchDirs } from '../support/scratch.ts';
+
+const run = promisify(execFile);
+const scratch = scratchDirs('ragport-backup-');
+const adminKey = `admin_${'b'.repeat(40)}`;
+const onServer = Boolean(process.env.TEST_DATABASE_URL);
+
+async function json<T = Record<string, unknown>>(response: Response, status: number): Promise<T> {
+  const text = await response.text();
+  if (response.status !== status) throw new Error(`expected ${status}, got ${response.status}: ${text}`);
+  return JSON.parse(text) as T;
+}
+
+describe.skipIf(onServer)('backup of the embedded database', { timeout: 180_000 }, () => {
+  let server: (RagportProcess & { url: string }) | undefined;
+  let restored: (RagportProcess & { url: string }) | undefined;
+  const dataDir = scratch();
+  const admin = (p: string, init: Parameters<typeof call>[2] = {}) =>
+    call(server?.url as string, p, { key: adminKey, ...init });
+
+  beforeAll(async () => {
+    server = await startServerProcess({ DATA_DIR: dataDir, RAGPORT_ADMIN_KEY: adminKey });
+  }, 120_000);
+  afterAll(async () => {
+    await Promise.all([server?.stop(), restored?.stop()]);
+  });
+
+  it('is a tar.gz of the database as of the request; extracted into an empty DATA_DIR it is that database', async () => {
+    const reader = await json<{ key: string }>(
+      await admin('/api/v1/keys', { method: 'POST', json: { name: 'reader', scopes: ['read', 'tools'] } }),
+      201,
+    );
+    await json(await admin('/api/v1/rag/collections', { method: 'POST', json: { name: 'kept' } }), 201);
+    const document = await json<{ id: string; status: string }>(
+      await admin('/api/v1/rag/collections/kept/documents?wait=true', {
+        method: 'POST',
+        json: { name: 'llamas.md', content: 'Llamas hum to each other when they are anxious or curious.' },
+      }),
+      200,
+    );
+    expect(document.status).toBe('processed');
+
+    // Only an admin key takes one, and not one restricted to collections; no key at all is a 401.
+    expect(await call(server?.url as string, '/api/v1/backup', { key: reader.key }).then((r) => r.status)).toBe(403);
+    const restricted = await json<{ key: string }>(
+      await admin('/api/v1/keys', { method: 'POST', json: { name: 'r', scopes: ['admin'], collections: ['kept'] } }),
+      201,
+    );
+    expect(await call(server?.url as string, '/api/v1/backup', { key: restricted.key }).then((r) => r.status)).toBe(
+      403,
+    );
+    const anonymous = await call(server?.url as string, '/api/v1/backup', { key: null });
+    expect(anonymous.status).toBe(401);
+    expect(await anonymous.json()).toEqual(authError('Missing API key: send the header Authorization: Bearer <key>'));
+
+    const backup = await admin('/api/v1/backup');
+    expect(backup.status).toBe(200);
+    expect(backup.headers.get('content-type')).toBe('application/gzip');
+    expect(backup.headers.get('content-disposition')).toMatch(
+      /^attachment; filename="ragport-backup-\d{4}-\d\d-\d\dT[\d-]+Z\.tar\.gz"$/,
+    );
+    expect(Number(backup.headers.get('x-ragport-backup-held-ms'))).toBeGreaterThanOrEqual(0);
+    const archive = path.join(scratch(), 'backup.tar.gz');
+    await writeFile(archive, Buffer.from(await backup.arrayBuffer()));
+
+    // Written after the backup: not in it.
+    await json(await admin('/api/v1/rag/collections', { method: 'POST', json: { name: 'later' } }), 201);
+    // The copy it was read from is gone from DATA_DIR once read.
+    await waitUntil('the staging copy removed', async () =>
+      readdirSync(dataDir).every((name) => !name.startsWith('.backup-')),
+    );
+
+    // The archive is what system tar reads: the database directory, without the running instance's pid file.
+    const { stdout: listing } = await run('tar', ['-tzf', archive]);
+    const entries = listing.trim().split('\n');
+    expect(entries).toContain('pg/');
+    expect(entries).toContain('pg/PG_VERSION');
+    expect(entries.every((e) => e.startsWith('pg/'))).toBe(true);
+    expect(entries).not.toContain('pg/postmaster.pid');
+
+    const restoreDir = scratch();
+    await run('tar', ['-xzf', archive, '-C', restoreDir]);
+    expect(existsSync(path.join(restoreDir, 'pg', 'PG_VERSION'))).toBe(true);
+    restored = await startServerProcess({ DATA_DIR: restoreDir, RAGPORT_ADMIN_KEY: adminKey });
+    const names = (
+      await json<{ collections: { name: string; document_count: number }[] }>(
+        await call(restored.url, '/api/v1/rag/collections', { key: reader.key }),
+        200,
+      )
+    ).collections.map((c) => [c.name, c.document_count]);
+    expect(names).toEqual([['kept', 1]]);
+    const search = await json<{ results: { document_id: string; content: string }[] }>(
+      await call(restored.url, '/api/v1/agent/tool-calling', {
+        key: reader.key,
+        method: 'POST',
+        json: { tool_name: 'rag_search', parameters: { query: 'humming llamas', collection: 'kept' } },
+      }),
+      200,
+    );
+    expect(search.results[0]?.document_id).toBe(document.id);
+    // The restored database takes writes.
+    await json(
+      await call(restored.url, '/api/v1/rag/collections', { key: adminKey, method: 'POST', json: { name: 'new' } }),
+      201,
+    );
+  });
+
+  it('one at a time: a second is a 409 while the first is read; one abandoned mid-way frees the way', async () => {
+    const controller = new AbortController();
+    const first = await admin('/api/v1/backup', { signal: controller.signal });
+    expect(first.status).toBe(200);
+    const reader = first.body?.getReader();
+    await reader?.read();
+    const second = await admin('/api/v1/backup');
+    expect(second.status).toBe(409);
+    expect(await second.json()).toMatchObject({
+      error: { code: 'conflict', message: 'A backup is being taken; ask again once it has been read' },
+    });
+    controller.abort();
+    await reader?.cancel().catch(() => undefined);
+    await waitUntil('another backup taken', async () => {
+      const next = await admin('/api/v1/backup');
+      await next.arrayBuffer();
+      return next.status === 200;
+    });
+    await waitUntil('no staging copy left', async () =>
+      readdirSync(dataDir).every((name) => !name.startsWith('.backup-')),
+    );
+  });
+});
+
+describe('backup where there is no embedded data directory', () => {
+  it('answers 409 saying what to do instead; the OpenAPI document says what a 200 holds', async () => {
+    const t = await startTestApp();
+    try {
+      const doc = (await (await fetch(`${t.url}/api/v1/openapi.json`)).json()) as {
+        paths: Record<string, { get?: { responses: Record<string, { content?: Record<string, unknown> }> } }>;
+      };
+      expect(doc.paths['/api/v1/backup']?.get?.responses['200']?.content).toEqual({
+        'application/gzip': { schema: { type: 'string', format: 'binary' } },
+      });
+      const response = await t.request('/api/v1/backup');
+      expect(response.status).toBe(409);
+      const body = (await response.json()) as { error: { code: string; message: string } };
+      expect(body.error.code).toBe('conflict');
+      expect(body.error.message).toBe(
+        onServer
+          ? 'This server keeps its data on a PostgreSQL server (DATABASE_URL): back that up with its own tools (pg_dump); /api/v1/backup copies the embedded database'
+          : 'The embedded database runs in memory here (no data directory): there is nothing on disk to back up',
+      );
+    } finally {
+      await t.close();
+    }
+  });
+});
