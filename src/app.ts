@@ -189,7 +189,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     spawner,
   });
   const { codeExecution } = tools;
-  const backups = createBackupService({ database, dataDir: config.dataDir, logger, clock });
+  const backups = createBackupService({ database, logger, clock });
   const chatbots = createChatbotsModule({
     db: database.db,
     collections: collections.service,

@@ -1,21 +1,24 @@
 import { Readable } from 'node:stream';
 import { Worker } from 'node:worker_threads';
-import type { ArchiveMessage } from './archive.worker.ts';
+import type { FromArchive, ToArchive } from './archive.worker.ts';
 
 const workerUrl = new URL('./archive.worker.ts', import.meta.url);
 
 /**
- * The tree under `root` as a gzipped tar with entries named `name/…`, made on a worker thread
- * (archive.worker.ts) and read here as a stream: a piece is made only when the stream asks for
- * one, so a slow reader holds at most a few in memory. Destroying the stream stops the thread.
+ * A running embedded database's data directory as a gzipped tar (entries `pg/…`), made on a
+ * worker thread (archive.worker.ts) and read here as a stream. Once the data files are in,
+ * `endBackup` is called: it ends the database's backup mode and answers its backup label; the
+ * write-ahead log and the label follow. A piece is made only when the stream asks for one, so a
+ * slow reader holds a few in memory at most. Destroying the stream stops the thread.
  */
-export function archiveTree(root: string, name: string): Readable {
-  const worker = new Worker(workerUrl, { workerData: { root, name } });
+export function archiveDataDir(dataDir: string, endBackup: () => Promise<string>): Readable {
+  const worker = new Worker(workerUrl, { workerData: { dataDir } });
+  const send = (message: ToArchive) => worker.postMessage(message);
   let ended = false;
   const stream = new Readable({
-    highWaterMark: 4 << 20,
+    highWaterMark: 1 << 20,
     read() {
-      worker.postMessage('more');
+      send({ credit: true });
     },
     destroy(error, callback) {
       void worker.terminate().then(
@@ -24,8 +27,13 @@ export function archiveTree(root: string, name: string): Readable {
       );
     },
   });
-  worker.on('message', (message: ArchiveMessage) => {
+  worker.on('message', (message: FromArchive) => {
     if ('piece' in message) stream.push(Buffer.from(message.piece.buffer, 0, message.piece.byteLength));
+    else if ('dataDone' in message)
+      endBackup().then(
+        (label) => send({ label }),
+        (error: unknown) => stream.destroy(error as Error),
+      );
     else if ('end' in message) {
       ended = true;
       stream.push(null);

@@ -22,7 +22,7 @@ export function backupRoutes(backups: BackupService) {
           operationId: 'downloadBackup',
           tags: ['operations'],
           description:
-            'A consistent copy of the embedded database (PGlite), taken while the server runs: its statements wait while it is copied at a checkpoint (the header x-ragport-backup-held-ms says how long), and the copy is archived as it is read. One at a time (409 while another is read); not for a key restricted to collections (403). A server on a PostgreSQL server (DATABASE_URL) answers 409: back that up with pg_dump.',
+            "A backup of the embedded database (PGlite) taken while the server runs and archived as it is read (PostgreSQL's base backup: a checkpoint, whose hold on the database the header x-ragport-backup-held-ms gives, the files read as the database runs on, then the write-ahead log); restored, it is the database as of the end of the download. One at a time (409 while another is read); not for a key restricted to collections (403). A server on a PostgreSQL server (DATABASE_URL) answers 409: back that up with pg_dump.",
         },
       },
       async (request, reply) => {

@@ -8,7 +8,7 @@ import { lockDataDir } from './data-dir-lock.ts';
 import { listen } from './notifications.ts';
 import { sql } from './orm.ts';
 import { drizzleNodePg, drizzlePglite, migrateNodePg, migratePglite } from './orm-drivers.ts';
-import { startPgliteThread, type WaitListener } from './pglite-remote.ts';
+import { startPgliteThread, type RemoteQueryable, type WaitListener } from './pglite-remote.ts';
 import * as schema from './schema/index.ts';
 
 export type Schema = typeof schema;
@@ -34,12 +34,20 @@ export interface Database {
    */
   onWait?(listener: WaitListener): () => void;
   /**
-   * The embedded database with a data directory only: copies that directory, as of one moment,
-   * to `into` (which must not exist). Statements wait meanwhile (a checkpoint, then the copy);
-   * resolves with how long they were held.
+   * The embedded database with a data directory only: puts it in backup mode (PostgreSQL's
+   * `pg_backup_start`, a checkpoint; a replication slot keeps the write-ahead log meanwhile) and
+   * answers its directory, whose files may then be read while it runs; `end` (once, however often
+   * called) leaves backup mode and answers the backup label, to be stored with the files and the
+   * log written meanwhile. `heldMs`: how long the checkpoint held the session.
    */
-  snapshot?(into: string): Promise<{ heldMs: number }>;
+  beginBackup?(): Promise<OnlineBackup>;
   close(): Promise<void>;
+}
+
+export interface OnlineBackup {
+  dataDir: string;
+  heldMs: number;
+  end: () => Promise<string>;
 }
 
 export interface Subscription {
@@ -133,14 +141,51 @@ export async function openPglite(dir?: string, options: PgliteOptions = {}): Pro
       return { close: () => (client.closed ? Promise.resolve() : unsubscribe()) };
     },
     onWait: (listener) => client.onWait(listener),
-    // On the database's thread, holding its one session: a checkpoint, then the files copied
-    // (cloned where the filesystem can), so the copy starts like a cleanly stopped database.
-    ...(dir === undefined
-      ? {}
-      : { snapshot: async (into: string) => ({ heldMs: await guarded(client.snapshot.bind(client))(into) }) }),
+    ...(dir === undefined ? {} : { beginBackup: () => beginBackup(client, dir) }),
     close: async () => {
       if (!client.closed) await client.close();
     },
+  };
+}
+
+const BACKUP_SLOT = 'ragport_backup';
+const dropBackupSlot = (client: RemoteQueryable) =>
+  client.query('select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = $1', [
+    BACKUP_SLOT,
+  ]);
+
+/** See `Database.beginBackup`: PostgreSQL's non-exclusive base backup, in PGlite's one session. */
+async function beginBackup(client: RemoteQueryable, dataDir: string): Promise<OnlineBackup> {
+  const stop = async () =>
+    (await client.query<{ labelfile: string }>('select labelfile from pg_backup_stop(false)')).rows[0]?.labelfile ?? '';
+  // A slot left by a backup that could not end keeps the log from being recycled: replaced.
+  await dropBackupSlot(client);
+  await client.query('select pg_create_physical_replication_slot($1, true, true)', [BACKUP_SLOT]);
+  const started = performance.now();
+  try {
+    await client.query("select pg_backup_start('ragport', true)");
+  } catch (error) {
+    // 55000: a backup is already in progress in this session (one that could not end): end it, begin again.
+    if ((error as { code?: string }).code !== '55000') {
+      await dropBackupSlot(client).catch(() => undefined);
+      throw error;
+    }
+    await stop();
+    await client.query("select pg_backup_start('ragport', true)");
+  }
+  const heldMs = performance.now() - started;
+  let ended: Promise<string> | undefined;
+  return {
+    dataDir,
+    heldMs,
+    end: () =>
+      (ended ??= (async () => {
+        try {
+          return await stop();
+        } finally {
+          await dropBackupSlot(client);
+        }
+      })()),
   };
 }
 

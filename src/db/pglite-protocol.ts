@@ -21,8 +21,6 @@ export type Request = Id &
     | { op: 'end'; tx: number; commit: boolean }
     | { op: 'listen'; channel: string }
     | { op: 'unlisten'; channel: string }
-    /** Copies the data directory, at a checkpoint, to `into`: answered with how long statements were held. */
-    | { op: 'snapshot'; into: string }
     | { op: 'close' }
     /** Interactive work is under way (true) or over (false): background statements wait meanwhile. */
     | { op: 'interactive'; active: boolean }

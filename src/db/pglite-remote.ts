@@ -28,8 +28,6 @@ export interface RemotePglite extends RemoteQueryable {
   /** Calls `listener` with each wait for the session (statements and transactions outside one) until the returned function is called. */
   onWait(listener: WaitListener): () => void;
   listen(channel: string, callback: (payload: string) => void): Promise<() => Promise<void>>;
-  /** Copies the data directory at a checkpoint to `into`; resolves with how long statements were held (ms). */
-  snapshot(into: string): Promise<number>;
   close(): Promise<void>;
   readonly closed: boolean;
 }
@@ -188,7 +186,6 @@ export async function startPgliteThread(
         if (!closed && !gone) await call({ op: 'unlisten', channel });
       };
     },
-    snapshot: (into) => call<number>({ op: 'snapshot', into }),
     async close() {
       if (closed) return;
       closed = true;

@@ -5,8 +5,6 @@
  * ingested). Here it has a thread of its own and the server talks to it by messages
  * (`pglite-remote.ts`); PGlite's own mutex still runs one statement or transaction at a time.
  */
-import { constants, cpSync } from 'node:fs';
-import path from 'node:path';
 import { parentPort, workerData } from 'node:worker_threads';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite/vector';
@@ -182,28 +180,6 @@ async function handle(request: Request): Promise<void> {
         transactions.delete(request.tx);
       }
       reply({ id, ok: true, value: null });
-      return;
-    }
-    case 'snapshot': {
-      if (dataDir === undefined) throw new Error('the embedded database runs in memory: no data directory to copy');
-      const waitedMs = await acquire(false);
-      const started = performance.now();
-      try {
-        // After a checkpoint every committed change is in the data files, so the copy starts like
-        // a cleanly stopped database. Copied synchronously on this thread: nothing runs in between.
-        await pg.exec('checkpoint');
-        cpSync(dataDir, request.into, {
-          recursive: true,
-          errorOnExist: true,
-          force: false,
-          mode: constants.COPYFILE_FICLONE,
-          // The running instance's marker, not data: a copy must not look in use.
-          filter: (source) => path.basename(source) !== 'postmaster.pid',
-        });
-      } finally {
-        gate.release();
-      }
-      reply({ id, ok: true, value: performance.now() - started, waitedMs });
       return;
     }
     case 'listen': {

@@ -25,6 +25,11 @@ const run = promisify(execFile);
  * tour.test.ts runs), then the chatbot guide, which creates the `handbook` collection.
  */
 const PAGES = ['README.md', 'docs/chatbots.md', 'docs/tools.md', 'docs/ingestion.md', 'docs/gateway.md'];
+/** Pages whose curl examples need more than this test's server, run by the test named. */
+const RUN_ELSEWHERE: Record<string, string> = {
+  // A backup needs an embedded database with a data directory, and a second server to restore to.
+  'docs/operations.md': 'test/ops/backup.test.ts',
+};
 
 interface Example {
   page: string;
@@ -262,6 +267,8 @@ describe('which pages are covered', () => {
       .filter((f) => f.endsWith('.md'))
       .map((f) => `docs/${f}`)
       .filter((page) => examples(page).length > 0);
-    expect(pages.sort()).toEqual(PAGES.filter((p) => p.startsWith('docs/')).sort());
+    expect(pages.sort()).toEqual([...PAGES.filter((p) => p.startsWith('docs/')), ...Object.keys(RUN_ELSEWHERE)].sort());
+    for (const [page, test] of Object.entries(RUN_ELSEWHERE))
+      expect(readFileSync(new URL(`../../${test}`, import.meta.url), 'utf8'), `${test} runs ${page}`).toContain(page);
   });
 });

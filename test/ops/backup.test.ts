@@ -3,8 +3,7 @@
  * restored by extracting it into an empty DATA_DIR and starting ragport there.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,6 +13,16 @@ import { startServerProcess, waitUntil, type RagportProcess } from '../support/p
 import { scratchDirs } from '../support/scratch.ts';
 
 const run = promisify(execFile);
+
+/** The `sh` blocks of docs/operations.md's Backups section: the download, then the restore. */
+function docsCommands(): [string, string] {
+  const page = readFileSync(new URL('../../docs/operations.md', import.meta.url), 'utf8');
+  const start = page.indexOf('\n## Backups');
+  const section = page.slice(start, page.indexOf('\n## ', start + 1));
+  const blocks = [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1] as string);
+  expect(blocks).toHaveLength(2);
+  return blocks as [string, string];
+}
 const scratch = scratchDirs('ragport-backup-');
 const adminKey = `admin_${'b'.repeat(40)}`;
 const onServer = Boolean(process.env.TEST_DATABASE_URL);
@@ -38,7 +47,7 @@ describe.skipIf(onServer)('backup of the embedded database', { timeout: 180_000 
     await Promise.all([server?.stop(), restored?.stop()]);
   });
 
-  it('is a tar.gz of the database as of the request; extracted into an empty DATA_DIR it is that database', async () => {
+  it('is a tar.gz of the database; downloaded and restored as docs/operations.md says, it is that database', async () => {
     const reader = await json<{ key: string }>(
       await admin('/api/v1/keys', { method: 'POST', json: { name: 'reader', scopes: ['read', 'tools'] } }),
       201,
@@ -73,27 +82,39 @@ describe.skipIf(onServer)('backup of the embedded database', { timeout: 180_000 
       /^attachment; filename="ragport-backup-\d{4}-\d\d-\d\dT[\d-]+Z\.tar\.gz"$/,
     );
     expect(Number(backup.headers.get('x-ragport-backup-held-ms'))).toBeGreaterThanOrEqual(0);
-    const archive = path.join(scratch(), 'backup.tar.gz');
-    await writeFile(archive, Buffer.from(await backup.arrayBuffer()));
+    const head = Buffer.from(await backup.arrayBuffer()).subarray(0, 2);
+    expect([...head]).toEqual([0x1f, 0x8b]);
+
+    // Then as docs/operations.md says: its download command, run as written.
+    const [download, restore] = docsCommands();
+    const workdir = scratch();
+    await run('bash', ['-euo', 'pipefail', '-c', download.replaceAll('http://localhost:8080', server?.url as string)], {
+      cwd: workdir,
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', RAGPORT_ADMIN_KEY: adminKey },
+    });
+    const archive = path.join(workdir, 'ragport-backup.tar.gz');
 
     // Written after the backup: not in it.
     await json(await admin('/api/v1/rag/collections', { method: 'POST', json: { name: 'later' } }), 201);
-    // The copy it was read from is gone from DATA_DIR once read.
-    await waitUntil('the staging copy removed', async () =>
-      readdirSync(dataDir).every((name) => !name.startsWith('.backup-')),
-    );
 
     // The archive is what system tar reads: the database directory, without the running instance's pid file.
     const { stdout: listing } = await run('tar', ['-tzf', archive]);
     const entries = listing.trim().split('\n');
     expect(entries).toContain('pg/');
     expect(entries).toContain('pg/PG_VERSION');
+    expect(entries).toContain('pg/backup_label');
     expect(entries.every((e) => e.startsWith('pg/'))).toBe(true);
     expect(entries).not.toContain('pg/postmaster.pid');
 
-    const restoreDir = scratch();
-    await run('tar', ['-xzf', archive, '-C', restoreDir]);
+    // The docs' restore: extracted into an empty directory, ragport started there.
+    const restoreDir = path.join(scratch(), 'restored');
+    const [extract, start] = restore
+      .replaceAll('/srv/ragport/restored', restoreDir)
+      .split('\n')
+      .filter((line) => line.trim() !== '');
+    await run('bash', ['-euo', 'pipefail', '-c', extract as string], { cwd: workdir });
     expect(existsSync(path.join(restoreDir, 'pg', 'PG_VERSION'))).toBe(true);
+    expect(start).toBe(`DATA_DIR=${restoreDir} npm start`);
     restored = await startServerProcess({ DATA_DIR: restoreDir, RAGPORT_ADMIN_KEY: adminKey });
     const names = (
       await json<{ collections: { name: string; document_count: number }[] }>(
@@ -136,9 +157,6 @@ describe.skipIf(onServer)('backup of the embedded database', { timeout: 180_000 
       await next.arrayBuffer();
       return next.status === 200;
     });
-    await waitUntil('no staging copy left', async () =>
-      readdirSync(dataDir).every((name) => !name.startsWith('.backup-')),
-    );
   });
 });
 
