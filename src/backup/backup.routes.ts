@@ -15,14 +15,14 @@ export function backupRoutes(backups: BackupService) {
           family: 'structured',
           documentedResponse: {
             'application/gzip':
-              'A gzipped tar holding `pg/`, the embedded database as of the request: extract it into an empty DATA_DIR and start ragport there to restore.',
+              'A gzipped tar holding `pg/`, the embedded database as of the end of the download: extract it into an empty DATA_DIR and start ragport there to restore.',
           },
         },
         schema: {
           operationId: 'downloadBackup',
           tags: ['operations'],
           description:
-            "A backup of the embedded database (PGlite) taken while the server runs and archived as it is read (PostgreSQL's base backup: a checkpoint, whose hold on the database the header x-ragport-backup-held-ms gives, the files read as the database runs on, then the write-ahead log); restored, it is the database as of the end of the download. One at a time (409 while another is read); not for a key restricted to collections (403). A server on a PostgreSQL server (DATABASE_URL) answers 409: back that up with pg_dump.",
+            "A backup of the embedded database (PGlite) taken while the server runs and archived as it is read (PostgreSQL's base backup: a checkpoint, whose hold on the database the header x-ragport-backup-held-ms gives, the files read as the database runs on, then the write-ahead log); restored, it is the database as of the end of the download. One at a time (409 while another is read); not for a key restricted to collections (403). An instance on a PostgreSQL server (DATABASE_URL) answers 409: back that up with pg_dump.",
         },
       },
       async (request, reply) => {
