@@ -10,12 +10,12 @@
  */
 import { execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { cpus, tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { sharedJsonLines } from '../../test/support/fixtures.ts';
+import { freePort } from '../../test/support/processes.ts';
 import { api, percentile, pool, saveResults, spawnServer } from '../support.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -33,14 +33,6 @@ const summary = (values: number[]) => ({
   p99: round1(percentile(values, 99)),
   max: round1(Math.max(...values)),
 });
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const port = (server.address() as { port: number }).port;
-      server.close(() => resolve(port));
-    });
-  });
 
 const server = { url: '', key: adminKey };
 async function must<T>(method: string, route: string, body?: unknown): Promise<T> {

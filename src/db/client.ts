@@ -38,7 +38,8 @@ export interface Database {
    * `pg_backup_start`, a checkpoint; a replication slot keeps the write-ahead log meanwhile) and
    * answers its directory, whose files may then be read while it runs; `end` (once, however often
    * called) leaves backup mode and answers the backup label, to be stored with the files and the
-   * log written meanwhile. `heldMs`: how long the checkpoint held the session.
+   * log written meanwhile. `heldMs`: how long `pg_backup_start` took (its turn for the session, then
+   * its checkpoint, while other statements wait).
    */
   beginBackup?(): Promise<OnlineBackup>;
   close(): Promise<void>;
