@@ -186,7 +186,8 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
     }
     // Not held any more: a lost lease aborts the signal (the heartbeat saw it); otherwise the job
     // was cancelled or superseded since the last progress write.
-    if (!(await jobs.complete(job, id, model.name, embedded))) throw signal.aborted ? new LeaseLost() : new JobEnded();
+    if (!(await jobs.complete(job, id, model.name, embedded, signal)))
+      throw signal.aborted ? new LeaseLost() : new JobEnded();
     log.info({ document_id: doc.id, chunks: chunks.length, attempt: job.attempts }, 'document processed');
     return 'processed';
   };

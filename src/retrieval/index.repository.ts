@@ -1,5 +1,6 @@
+import type { SQL } from 'drizzle-orm';
 import { sql } from '../db/orm.ts';
-import type { Db } from '../db/client.ts';
+import { queryRows, type Db } from '../db/client.ts';
 import { chunks as chunksTable } from '../db/schema/chunks.ts';
 
 /** A chunk ready for the index: its text and place in the document, its vector and its BM25 terms. */
@@ -31,19 +32,40 @@ export function createIndexRepository(db: Db) {
   const within = <T>(tx: Db | undefined, work: (tx: Db) => Promise<T>): Promise<T> =>
     tx === undefined ? db.transaction(work) : work(tx);
 
-  /** Deletes a document's chunks (postings go by cascade) and takes them out of the statistics. */
-  const removeDocument = async (documentId: string, collectionId: string, tx: Db): Promise<void> => {
+  /**
+   * Deletes a document's chunks (postings go by cascade) and takes them out of the statistics: all
+   * of them, or those with ids from `from` on (a version being written), or below `below` (the
+   * version it replaces).
+   */
+  const removeChunks = async (
+    documentId: string,
+    collectionId: string,
+    tx: Db,
+    range: { from?: number; below?: number } = {},
+  ): Promise<void> => {
+    const ofDocument = sql`document_id = ${documentId}
+      ${range.from === undefined ? sql`` : sql`and id >= ${range.from}`}
+      ${range.below === undefined ? sql`` : sql`and id < ${range.below}`}`;
     await tx.execute(sql`
       update collection_stats set
-        chunk_count = chunk_count - (select count(*) from chunks where document_id = ${documentId}),
-        total_terms = total_terms - (select coalesce(sum(term_count), 0) from chunks where document_id = ${documentId})
+        chunk_count = chunk_count - (select count(*) from chunks where ${ofDocument}),
+        total_terms = total_terms - (select coalesce(sum(term_count), 0) from chunks where ${ofDocument})
       where collection_id = ${collectionId}`);
     await tx.execute(sql`
       update term_stats s set df = s.df - g.n
       from (select term, count(*)::int as n from chunk_terms
-            where chunk_id in (select id from chunks where document_id = ${documentId}) group by term) g
+            where chunk_id in (select id from chunks where ${ofDocument}) group by term) g
       where s.collection_id = ${collectionId} and s.term = g.term`);
-    await tx.execute(sql`delete from chunks where document_id = ${documentId}`);
+    await tx.execute(sql`delete from chunks where ${ofDocument}`);
+  };
+
+  /** Removes the unfinished version of a document being written in slices, if there is one. */
+  const dropStaged = async (documentId: string, tx: Db): Promise<void> => {
+    const [staged] = await queryRows<{ first_chunk_id: string | number; collection_id: string }>(
+      tx,
+      sql`delete from chunk_staging where document_id = ${documentId} returning first_chunk_id, collection_id`,
+    );
+    if (staged) await removeChunks(documentId, staged.collection_id, tx, { from: Number(staged.first_chunk_id) });
   };
 
   /** Adds a document's chunks, postings and statistics. */
@@ -113,13 +135,17 @@ export function createIndexRepository(db: Db) {
 
     /** Takes a document out of the index (its chunks, postings and their statistics). */
     async removeDocument(documentId: string, collectionId: string, tx?: Db): Promise<void> {
-      await within(tx, (t) => removeDocument(documentId, collectionId, t));
+      await within(tx, async (t) => {
+        await t.execute(sql`delete from chunk_staging where document_id = ${documentId}`);
+        await removeChunks(documentId, collectionId, t);
+      });
     },
 
     /**
      * The document's chunks become exactly `chunks`: the old set goes and the new one comes in the
      * caller's transaction, so a search sees one set or the other, never both and never neither.
      * `hasChunks: false` (read under the document's lock) skips removing a set that is not there.
+     * An unfinished version written in slices by an earlier attempt goes with the old set.
      */
     async replaceDocument(
       documentId: string,
@@ -130,11 +156,72 @@ export function createIndexRepository(db: Db) {
       hasChunks = true,
     ): Promise<void> {
       await within(tx, async (t) => {
-        if (hasChunks) await removeDocument(documentId, collectionId, t);
+        await t.execute(sql`delete from chunk_staging where document_id = ${documentId}`);
+        if (hasChunks) await removeChunks(documentId, collectionId, t);
         await addDocument(documentId, collectionId, model, chunks, t);
       });
     },
+
+    /**
+     * A new version of a document written in several transactions (`addStaged`, then
+     * `publishStaged`), so that none of them holds the database for long: its chunks are in the
+     * index from the first slice on, but searches leave them out (`hiddenChunkIds`) until it is
+     * published, and see the previous version meanwhile. An unfinished version of an earlier
+     * attempt is removed first.
+     */
+    async beginStaged(documentId: string, collectionId: string, tx: Db): Promise<void> {
+      await dropStaged(documentId, tx);
+      // Chunk ids come from one sequence: every chunk of this version is at or above this one,
+      // every chunk of the version it replaces below.
+      await tx.execute(sql`
+        insert into chunk_staging (document_id, collection_id, first_chunk_id)
+        values (${documentId}, ${collectionId}, nextval(pg_get_serial_sequence('chunks', 'id')))`);
+    },
+
+    /** Adds a slice of the version being written; false when it was dropped meanwhile. */
+    async addStaged(
+      documentId: string,
+      collectionId: string,
+      model: string,
+      chunks: readonly IndexedChunk[],
+      tx: Db,
+    ): Promise<boolean> {
+      const staged = await queryRows(tx, sql`select 1 from chunk_staging where document_id = ${documentId} for update`);
+      if (staged.length === 0) return false;
+      await addDocument(documentId, collectionId, model, chunks, tx);
+      return true;
+    },
+
+    /**
+     * The version being written becomes the document's, and the previous one goes, in the
+     * caller's transaction; false when there is no such version (dropped meanwhile).
+     */
+    async publishStaged(documentId: string, collectionId: string, tx: Db): Promise<boolean> {
+      const [staged] = await queryRows<{ first_chunk_id: string | number }>(
+        tx,
+        sql`delete from chunk_staging where document_id = ${documentId} returning first_chunk_id`,
+      );
+      if (!staged) return false;
+      await removeChunks(documentId, collectionId, tx, { below: Number(staged.first_chunk_id) });
+      return true;
+    },
+
+    /** Removes the unfinished version of a document, if any (its job failed or will be retried). */
+    async dropStaged(documentId: string, tx?: Db): Promise<void> {
+      await within(tx, (t) => dropStaged(documentId, t));
+    },
   };
 }
+
+/**
+ * The ids of a collection's chunks that searches must leave out: versions still being written in
+ * slices (`beginStaged`). Uncorrelated, so PostgreSQL hashes it once per statement; with nothing
+ * being written it reads one empty index. Lateral, so each staged document's chunks are read
+ * through the document's index (a plain join was planned as a scan of every chunk).
+ */
+export const hiddenChunkIds = (collectionId: SQL) =>
+  sql`select c.id from chunk_staging s
+      cross join lateral (select id from chunks where document_id = s.document_id and id >= s.first_chunk_id) c
+      where s.collection_id = ${collectionId}`;
 
 export type IndexRepository = ReturnType<typeof createIndexRepository>;

@@ -1,6 +1,7 @@
 import type { SQL } from 'drizzle-orm';
 import { sql } from '../db/orm.ts';
 import { queryRows, type Db } from '../db/client.ts';
+import { hiddenChunkIds } from './index.repository.ts';
 
 export type SearchMode = 'dense' | 'keyword' | 'hybrid';
 
@@ -169,6 +170,7 @@ export function createRetrievalRepository(db: Db, options: RetrievalRepositoryOp
       // The filter applies inside the scan, so a selective filter still fills the list.
       const postings = sql`select chunk_id, tf, length from chunk_terms p
               where p.collection_id = ${col} and p.term = qt.term
+              and p.chunk_id not in (${hiddenChunkIds(col)})
               ${q.filter ? sql`and p.chunk_id in (select c.id from chunks c where c.collection_id = ${col} ${filterClause(col, q.filter)})` : sql``}
               ${q.termPostings > 0 ? sql`order by ${IMPACT} desc limit ${q.termPostings}` : sql``}`;
       // Complete: no term's list was cut, so each candidate's sum is its exact BM25.
@@ -206,7 +208,7 @@ export function createRetrievalRepository(db: Db, options: RetrievalRepositoryOp
 
       const dense = useDense
         ? sql`select c.id, ${distance} as dist from chunks c
-              where c.collection_id = ${col} ${inFilter}
+              where c.collection_id = ${col} and c.id not in (${hiddenChunkIds(col)}) ${inFilter}
               order by ${distance} limit ${q.candidates}`
         : sql`select null::bigint as id, null::float8 as dist where false`;
 
@@ -295,8 +297,9 @@ export function createRetrievalRepository(db: Db, options: RetrievalRepositoryOp
       }
       return db.transaction(async (tx) => {
         await tx.execute(sql.raw(`set local hnsw.ef_search = ${efSearch}`));
-        // pgvector 0.8: keep scanning the graph until enough rows pass the filter.
-        if (q.filter && !q.exact) await tx.execute(sql.raw(`set local hnsw.iterative_scan = relaxed_order`));
+        // pgvector 0.8: keep scanning the graph until enough rows pass the filter (a metadata
+        // filter, or chunks of a version still being written, which are left out).
+        await tx.execute(sql.raw(`set local hnsw.iterative_scan = relaxed_order`));
         return queryRows<SearchHit>(tx, statement);
       });
     },

@@ -27,3 +27,24 @@ export const chunks = pgTable(
   },
   (t) => [index('chunks_document_idx').on(t.documentId, t.position), index('chunks_collection_idx').on(t.collectionId)],
 );
+
+/**
+ * A document whose new chunks are being written in several transactions (a large document, so
+ * that no one transaction holds the database for long): its chunks with ids from `firstChunkId`
+ * on are that unfinished version, which searches leave out until the last transaction publishes
+ * it (and deletes this row). Chunks below stay what searches see meanwhile (a replace's previous
+ * version).
+ */
+export const chunkStaging = pgTable(
+  'chunk_staging',
+  {
+    documentId: text('document_id')
+      .primaryKey()
+      .references(() => documents.id, { onDelete: 'cascade' }),
+    collectionId: text('collection_id')
+      .notNull()
+      .references(() => collections.id, { onDelete: 'cascade' }),
+    firstChunkId: bigint('first_chunk_id', { mode: 'number' }).notNull(),
+  },
+  (t) => [index('chunk_staging_collection_idx').on(t.collectionId)],
+);
