@@ -12,7 +12,7 @@
  *   MODELS_DIR=… BENCH_DATABASE_URL=postgres://… node bench/ingestion/responsiveness.ts
  *
  * BENCH_SEED (200) documents are ingested before the idle probes, BENCH_DOCS (1500) during the
- * measured phase; BENCH_IDLE_SECONDS (10) of idle probes. BENCH_SERVER_NODE_OPTIONS: node options
+ * measured phase (with BENCH_ONE_DOCUMENT=1 as one markdown document of that many abstracts); BENCH_IDLE_SECONDS (10) of idle probes. BENCH_SERVER_NODE_OPTIONS: node options
  * for the server (a CPU profile of it: `--cpu-prof --cpu-prof-dir=…`).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -37,6 +37,8 @@ const SEED = Number(process.env.BENCH_SEED ?? 200);
 const DOCS = Number(process.env.BENCH_DOCS ?? 1_500);
 const IDLE_MS = Number(process.env.BENCH_IDLE_SECONDS ?? 10) * 1_000;
 const UPLOADERS = 8;
+/** BENCH_ONE_DOCUMENT=1: the measured phase's abstracts arrive as one markdown document. */
+const ONE_DOCUMENT = process.env.BENCH_ONE_DOCUMENT === '1';
 /** Extra node options for the server, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`. */
 const serverArgs = (process.env.BENCH_SERVER_NODE_OPTIONS ?? '').split(' ').filter(Boolean);
 const adminKey = `bench_admin_${'x'.repeat(32)}`;
@@ -255,8 +257,19 @@ async function run(label: string, databaseUrl: string | undefined) {
 
     const started = performance.now();
     const ingestion = (async () => {
-      await upload(server, corpus.slice(SEED));
-      return waitProcessed(server, SEED + DOCS, 1_800_000);
+      if (!ONE_DOCUMENT) {
+        await upload(server, corpus.slice(SEED));
+        return waitProcessed(server, SEED + DOCS, 1_800_000);
+      }
+      await call(server, 'POST', '/api/v1/rag/collections/bench/documents', {
+        name: 'abstracts.md',
+        content: corpus
+          .slice(SEED)
+          .map((d) => `## ${d.title}\n\n${d.text}`)
+          .join('\n\n'),
+        metadata: { title: 'SciFact abstracts' },
+      });
+      return waitProcessed(server, SEED + 1, 1_800_000);
     })();
     const during = await probe(server, ingestion);
     const ingested = await ingestion;
@@ -302,7 +315,7 @@ async function run(label: string, databaseUrl: string | undefined) {
         during: databaseWaits(idleLag.waits, duringLag.waits),
       },
       ingestion: {
-        documents: DOCS,
+        documents: ONE_DOCUMENT ? 1 : DOCS,
         chunks,
         seconds: round(seconds),
         chunks_per_s: round(chunks / seconds),
@@ -326,7 +339,7 @@ if (serverUrl)
 const ms = (s: { p50: number; p99: number; max: number }) => `${round(s.p50)} / ${round(s.p99)} / ${round(s.max)}`;
 const label = process.env.BENCH_LABEL ?? path.basename(serverRoot);
 console.log(
-  `\nIngestion responsiveness (${label}): ${SEED} documents seeded, ${DOCS} ingested while probing; ` +
+  `\nIngestion responsiveness (${label}): ${SEED} documents seeded, ${DOCS} ${ONE_DOCUMENT ? 'abstracts as one document' : 'documents'} ingested while probing; ` +
     `${cpus().length} cores, load ${loadavg()[0]?.toFixed(1)}. Latencies p50 / p99 / max in ms; ` +
     '"full" is the whole collection idle after ingestion, searched back to back.\n',
 );
@@ -345,5 +358,12 @@ for (const r of results) {
       `${r.ingestion.chunks_per_s} | ${r.ingestion.pure_embedding_chunks_per_s} | ${r.ingestion.ratio_to_pure_embedding} |`,
   );
 }
-saveResults(`ingestion-responsiveness-${label}`, { label, seed: SEED, docs: DOCS, load: loadavg(), results });
+saveResults(`ingestion-responsiveness-${label}`, {
+  label,
+  seed: SEED,
+  docs: DOCS,
+  oneDocument: ONE_DOCUMENT,
+  load: loadavg(),
+  results,
+});
 process.exit(0);
