@@ -212,13 +212,14 @@ export function createJobsRepository(db: Db, { slicing = COMMIT_SLICING }: { sli
           if (!(await lockJob(tx, job, workerId))) return false;
           // Whether any chunk is there to replace (a first upload has none, unless an attempt
           // that stopped midway left some): read under the document's lock, so none can appear meanwhile.
-          const [doc] = await queryRows<{ collection_id: string; has_chunks: boolean }>(
+          const [doc] = await queryRows<{ collection_id: string; has_chunks: boolean; staged: boolean }>(
             tx,
-            sql`select collection_id, exists (select 1 from chunks c where c.document_id = d.id) as has_chunks
+            sql`select collection_id, exists (select 1 from chunks c where c.document_id = d.id) as has_chunks,
+                       exists (select 1 from chunk_staging s where s.document_id = d.id) as staged
                 from documents d where id = ${job.documentId} for update`,
           );
           if (!doc) return false;
-          await index.replaceDocument(job.documentId, doc.collection_id, model, chunks, tx, doc.has_chunks);
+          await index.replaceDocument(job.documentId, doc.collection_id, model, chunks, tx, doc);
           await finish(tx, job, chunks.length);
           return true;
         });

@@ -144,8 +144,9 @@ export function createIndexRepository(db: Db) {
     /**
      * The document's chunks become exactly `chunks`: the old set goes and the new one comes in the
      * caller's transaction, so a search sees one set or the other, never both and never neither.
-     * `hasChunks: false` (read under the document's lock) skips removing a set that is not there.
-     * An unfinished version written in slices by an earlier attempt goes with the old set.
+     * `has_chunks: false` (read under the document's lock) skips removing a set that is not there,
+     * `staged: false` the record of an unfinished version written in slices by an earlier attempt
+     * (whose chunks go with the old set).
      */
     async replaceDocument(
       documentId: string,
@@ -153,11 +154,11 @@ export function createIndexRepository(db: Db) {
       model: string,
       chunks: readonly IndexedChunk[],
       tx?: Db,
-      hasChunks = true,
+      present: { has_chunks: boolean; staged: boolean } = { has_chunks: true, staged: true },
     ): Promise<void> {
       await within(tx, async (t) => {
-        await t.execute(sql`delete from chunk_staging where document_id = ${documentId}`);
-        if (hasChunks) await removeChunks(documentId, collectionId, t);
+        if (present.staged) await t.execute(sql`delete from chunk_staging where document_id = ${documentId}`);
+        if (present.has_chunks) await removeChunks(documentId, collectionId, t);
         await addDocument(documentId, collectionId, model, chunks, t);
       });
     },

@@ -2,6 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { sql } from '../../src/db/orm.ts';
 import { openPglite, queryRows } from '../../src/db/client.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
+import { indexBookkeeping } from '../support/index-stats.ts';
 import { createCollection, waitForDocument } from '../support/documents.ts';
 
 const texts = [
@@ -93,39 +94,13 @@ describe('BM25 statistics under concurrent ingestion and deletion', () => {
       ids.filter((_, i) => i % 3 === 0).map((id) => t.request(`/api/v1/rag/documents/${id}`, { method: 'DELETE' })),
     );
     for (const id of ids.filter((_, i) => i % 3 !== 0)) expect((await waitForDocument(t, id)).status).toBe('processed');
-    const [row] = await queryRows<{
-      stats_chunks: number;
-      chunks: number;
-      stats_terms: number;
-      terms: number;
-      postings: number;
-      expected: number;
-    }>(
-      t.database.db,
-      sql`select s.chunk_count::int as stats_chunks, s.total_terms::int as stats_terms,
-                 (select count(*) from chunks where collection_id = c.id)::int as chunks,
-                 (select coalesce(sum(term_count), 0) from chunks where collection_id = c.id)::int as terms,
-                 (select coalesce(sum(tf), 0) from chunk_terms where collection_id = c.id)::int as postings,
-                 (select coalesce(sum(chunk_count), 0) from documents where collection_id = c.id)::int as expected
-          from collections c join collection_stats s on s.collection_id = c.id where c.name = 'busy'`,
-    );
-    expect(row?.stats_chunks).toBe(row?.chunks);
-    expect(row?.stats_terms).toBe(row?.terms);
-    expect(row?.postings).toBe(row?.terms);
-    expect(row?.chunks).toBe(row?.expected);
-
-    // Document frequencies match the postings term by term (a zero stays behind for a term whose
-    // last chunk went; it reads as absent).
-    const drift = await queryRows<{ term: string; df: number; actual: number }>(
-      t.database.db,
-      sql`select coalesce(s.term, p.term) as term, coalesce(s.df, 0) as df, coalesce(p.n, 0) as actual
-          from (select term, df from term_stats where collection_id = (select id from collections where name = 'busy')) s
-          full join (select term, count(*)::int as n from chunk_terms
-                     where collection_id = (select id from collections where name = 'busy') group by term) p
-            on p.term = s.term
-          where coalesce(s.df, 0) <> coalesce(p.n, 0)`,
-    );
-    expect(drift).toEqual([]);
+    const row = await indexBookkeeping(t.database.db, 'busy');
+    expect(row.stats_chunks).toBe(row.chunks);
+    expect(row.stats_terms).toBe(row.terms);
+    expect(row.postings).toBe(row.terms);
+    expect(row.chunks).toBe(row.expected);
+    // Document frequencies match the postings term by term.
+    expect(row.drift).toEqual([]);
     const [terms] = await queryRows<{ n: number }>(
       t.database.db,
       sql`select count(*)::int as n from term_stats where df > 0
