@@ -66,7 +66,7 @@ async function finish(tx: Db, job: ClaimedJob, chunkCount: number): Promise<void
  * How a document's chunks are committed. Up to `singleMax` in one transaction; a larger document
  * in slices, the first of `firstSlice` chunks, each next one sized from the last one's time per
  * chunk to take about `sliceMs` (at most `maxSlice` chunks): on the embedded database ~10 ms per
- * chunk (its vector index insert, postings and statistics), so 2–3 chunks a slice; on a PostgreSQL
+ * chunk (its vector index insert, postings and statistics), so 2–5 chunks a slice; on a PostgreSQL
  * server a few times more.
  */
 export interface CommitSlicing {
