@@ -296,10 +296,12 @@ export function createRetrievalRepository(db: Db, options: RetrievalRepositoryOp
         return queryRows<SearchHit>(db, statement);
       }
       return db.transaction(async (tx) => {
-        await tx.execute(sql.raw(`set local hnsw.ef_search = ${efSearch}`));
         // pgvector 0.8: keep scanning the graph until enough rows pass the filter (a metadata
-        // filter, or chunks of a version still being written, which are left out).
-        await tx.execute(sql.raw(`set local hnsw.iterative_scan = relaxed_order`));
+        // filter, or chunks of a version still being written, which are left out). One round trip.
+        await tx.execute(
+          sql`select set_config('hnsw.ef_search', ${String(efSearch)}, true),
+                     set_config('hnsw.iterative_scan', 'relaxed_order', true)`,
+        );
         return queryRows<SearchHit>(tx, statement);
       });
     },

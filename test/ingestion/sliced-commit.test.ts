@@ -115,6 +115,16 @@ describe('a large document committed in slices', () => {
     return ((await r.json()) as { id: string }).id;
   };
 
+  /** A new upload claimed, its chunks embedded and `slices` slices written: then the attempt stops. */
+  async function stoppedAfter(name: string, texts: string[], slices: number) {
+    const id = await upload(name);
+    const before = await bookkeeping();
+    const job = await claim();
+    const chunks = await chunksOf(job, texts);
+    expect(await jobs().complete(job, worker, 'm', chunks, stopAfter(slices))).toBe(false);
+    return { id, before, job, chunks };
+  }
+
   it('a first upload is invisible until its last slice, then whole; a replace shows the old version until then', async () => {
     const id = await upload('big.txt');
     const v1 = abstracts.slice(0, 12).map((a) => a.text);
@@ -206,14 +216,11 @@ describe('a large document committed in slices', () => {
   }, 120_000);
 
   it('a failed attempt takes its unfinished version out of the index and the statistics', async () => {
-    const id = await upload('fails.txt');
-    const before = await bookkeeping();
-    const job = await claim();
-    const chunks = await chunksOf(
-      job,
+    const { id, before, job } = await stoppedAfter(
+      'fails.txt',
       abstracts.slice(30, 36).map((a) => a.text),
+      2,
     );
-    expect(await jobs().complete(job, worker, 'm', chunks, stopAfter(2))).toBe(false);
     expect((await bookkeeping()).chunks).toBe(before.chunks + 4);
 
     await jobs().fail(job, worker, 'upstream went away', null);
@@ -223,14 +230,11 @@ describe('a large document committed in slices', () => {
   }, 120_000);
 
   it('a document deleted between two slices: the rest is not written, nothing is left behind', async () => {
-    const id = await upload('deleted.txt');
-    const before = await bookkeeping();
-    const job = await claim();
-    const chunks = await chunksOf(
-      job,
+    const { id, before, job, chunks } = await stoppedAfter(
+      'deleted.txt',
       abstracts.slice(36, 40).map((a) => a.text),
+      1,
     );
-    expect(await jobs().complete(job, worker, 'm', chunks, stopAfter(1))).toBe(false);
     expect((await t.request(`/api/v1/rag/documents/${id}`, { method: 'DELETE' })).status).toBe(200);
     expect(await jobs().complete(job, worker, 'm', chunks)).toBe(false);
     expect(await bookkeeping()).toMatchObject({ chunks: before.chunks, staged: 0 });
