@@ -25,6 +25,7 @@ const unit = [
   'test/config/**/*.test.ts',
   'test/docs/config-reference.test.ts',
   'test/docs/links.test.ts',
+  'test/embeddings/bulk-lane.test.ts',
   'test/gateway/config.test.ts',
   'test/gateway/registry.test.ts',
   'test/gateway/sse.test.ts',

@@ -11,7 +11,7 @@
  *   MODELS_DIR=… node bench/ingestion/responsiveness.ts
  *   MODELS_DIR=… BENCH_DATABASE_URL=postgres://… node bench/ingestion/responsiveness.ts
  *
- * BENCH_SEED (200) documents are ingested before the idle probes, BENCH_DOCS (1500) during the
+ * BENCH_ONLY=embedded|server runs one of the two. BENCH_SEED (200) documents are ingested before the idle probes, BENCH_DOCS (1500) during the
  * measured phase (with BENCH_ONE_DOCUMENT=1 as one markdown document of that many abstracts); BENCH_IDLE_SECONDS (10) of idle probes. BENCH_SERVER_NODE_OPTIONS: node options
  * for the server (a CPU profile of it: `--cpu-prof --cpu-prof-dir=…`).
  */
@@ -331,9 +331,11 @@ async function run(label: string, databaseUrl: string | undefined) {
   }
 }
 
-const results = [await run('embedded (PGlite)', undefined)];
+/** BENCH_ONLY=embedded or server: one database instead of both. */
+const only = process.env.BENCH_ONLY;
+const results = only === 'server' ? [] : [await run('embedded (PGlite)', undefined)];
 const serverUrl = process.env.BENCH_DATABASE_URL;
-if (serverUrl)
+if (serverUrl && only !== 'embedded')
   results.push(await withScratchDatabase(serverUrl, 'ragport_ingest_bench', (url) => run('PostgreSQL server', url)));
 
 const ms = (s: { p50: number; p99: number; max: number }) => `${round(s.p50)} / ${round(s.p99)} / ${round(s.max)}`;

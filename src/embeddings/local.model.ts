@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { createBatcher } from './batcher.ts';
+import { createBulkLane } from './bulk-lane.ts';
 import type { EmbeddingModel } from './embeddings.types.ts';
 import type { ModelCard, ThreadMessage, ThreadOptions, ThreadRequest } from './local.worker.ts';
 
@@ -139,36 +140,6 @@ export function bulkLayout(threads: number): { threads: number; intraOp: number 
   return { threads: count, intraOp: Math.max(1, Math.floor(threads / count)) };
 }
 
-/**
- * One batch on several model threads: each takes the next piece of the batch when it is free (a
- * text at a time when texts run alone, else an equal share of the padded batch). Vectors come
- * back in the batch's order.
- */
-async function spread(threads: ModelThread[], texts: string[], batching: 'alone' | 'padded'): Promise<Embedded> {
-  const piece = batching === 'alone' ? 1 : Math.ceil(texts.length / threads.length);
-  const vectors = new Array<Float32Array>(texts.length);
-  const tokenCounts = new Array<number>(texts.length);
-  let next = 0;
-  let failed = false;
-  await Promise.all(
-    threads.map(async (thread) => {
-      while (next < texts.length && !failed) {
-        const at = next;
-        next += piece;
-        try {
-          const part = await thread.embed(texts.slice(at, at + piece), batching);
-          part.vectors.forEach((v, i) => (vectors[at + i] = v));
-          part.tokenCounts.forEach((n, i) => (tokenCounts[at + i] = n));
-        } catch (error) {
-          failed = true;
-          throw error;
-        }
-      }
-    }),
-  );
-  return { vectors, tokenCounts };
-}
-
 /** Starts `count` model threads, or none: if one fails to start, the others are closed. */
 async function startModelThreads(count: number, options: ThreadOptions): Promise<ModelThread[]> {
   const started = await Promise.allSettled(Array.from({ length: count }, () => startModelThread(options)));
@@ -185,8 +156,8 @@ async function startModelThreads(count: number, options: ThreadOptions): Promise
  * A sentence-embedding model run by ONNX Runtime on threads of their own, never the server's:
  * an interactive thread (search queries, /embeddings, and token counts, which are quick), loaded
  * at once, and the bulk lane (ingestion's chunk vectors: up to four threads, see `bulkLayout`),
- * started when a document first needs it. A query never waits behind a document's chunks; each
- * lane is fed by its own batcher.
+ * started when a document first needs it. A query never waits behind a document's chunks: the
+ * interactive thread is fed by a batcher, the bulk threads by a queue of texts (`bulk-lane.ts`).
  */
 export async function loadLocalModel(options: LocalModelOptions): Promise<EmbeddingModel> {
   const card = cards[options.id] ?? { pooling: 'mean', maxTokens: 256, queryPrefix: '' };
@@ -242,7 +213,10 @@ export async function loadLocalModel(options: LocalModelOptions): Promise<Embedd
   const batching = options.batching ?? (options.dtype === 'q8' ? 'alone' : 'padded');
   const maxBatch = options.maxBatch ?? 32;
   const interactiveBatcher = createBatcher((texts) => interactive.embed(texts, batching), { maxBatch });
-  const bulkBatcher = createBatcher((texts) => onBulk((threads) => spread(threads, texts, batching)), { maxBatch });
+  const bulkLane = createBulkLane({
+    batching,
+    piece: batching === 'alone' ? 1 : Math.ceil(maxBatch / layout.threads),
+  });
 
   return {
     name: options.id,
@@ -255,7 +229,8 @@ export async function loadLocalModel(options: LocalModelOptions): Promise<Embedd
     embed: (texts, embedOptions = {}) => {
       const input = embedOptions.asQuery && card.queryPrefix ? texts.map((t) => card.queryPrefix + t) : [...texts];
       const priority = embedOptions.priority ?? 'interactive';
-      return (priority === 'bulk' ? bulkBatcher : interactiveBatcher).run(input, priority, embedOptions.signal);
+      if (priority === 'bulk') return onBulk((threads) => bulkLane.run(threads, input, embedOptions.signal));
+      return interactiveBatcher.run(input, priority, embedOptions.signal);
     },
   };
 }
