@@ -75,6 +75,10 @@ function fromValidation(error: FastifyError): AppError {
   // zod leaves the input out of its issues; a missing field reads "received undefined".
   const missing = first.keyword === 'invalid_type' && /received undefined/.test(first.message ?? '');
   const where = path === '' ? (error.validationContext ?? 'request') : path;
+  // No body at all (none sent, or an empty one): Fastify hands the schema null.
+  const noBody =
+    where === 'body' && first.keyword === 'invalid_type' && /received (null|undefined)/.test(first.message ?? '');
+  if (noBody) return new AppError({ code: 'missing_field', message: 'Request body is missing: send a JSON object' });
   const message = missing ? `${where}: required` : `${where}: ${first.message ?? 'invalid value'}`;
   return new AppError({ code: missing ? 'missing_field' : 'invalid_value', message, ...(path ? { param: path } : {}) });
 }

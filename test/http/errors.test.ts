@@ -24,14 +24,30 @@ describe('bad input never yields a 500', () => {
     expect(await response.json()).toEqual(structured('invalid_json'));
   });
 
-  it('an empty JSON body is 400', async () => {
-    const response = await t.request('/api/v1/keys', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: '',
-    });
-    expect(response.status).toBe(400);
-    expect(await response.json()).toEqual(structured('invalid_json'));
+  it('no body where one is needed is 400 saying it is missing, with or without a JSON content type', async () => {
+    const missing = 'Request body is missing: send a JSON object';
+    for (const init of [{ headers: { 'content-type': 'application/json' }, body: ' ' }, {}]) {
+      const response = await t.request('/api/v1/keys', { method: 'POST', ...init });
+      expect(response.status).toBe(400);
+      expect(await response.json()).toEqual({
+        error: { type: 'invalid_request_error', code: 'missing_field', message: missing },
+      });
+      const collection = await t.request('/api/v1/rag/collections', { method: 'POST', ...init });
+      expect(collection.status).toBe(400);
+      expect(await collection.json()).toEqual({ error: missing });
+    }
+  });
+
+  it('an empty JSON body where none is needed is no body (clients that send the content type on every request)', async () => {
+    const json = { 'content-type': 'application/json' };
+    expect(
+      (await t.request('/api/v1/rag/collections', { method: 'POST', headers: json, body: '{"name":"emptybody"}' }))
+        .status,
+    ).toBe(201);
+    const deleted = await t.request('/api/v1/rag/collections/emptybody', { method: 'DELETE', headers: json, body: '' });
+    expect(deleted.status).toBe(200);
+    expect(await deleted.json()).toEqual({ message: 'Collection deleted' });
+    expect((await t.request('/api/v1/rag/collections/emptybody')).status).toBe(404);
   });
 
   it('a missing field is 400 missing_field naming it', async () => {
