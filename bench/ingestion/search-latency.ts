@@ -3,7 +3,8 @@
  * BENCH_KEEP_DATA=1), per mode, searches back to back through a real server process.
  *
  *   MODELS_DIR=… node bench/ingestion/search-latency.ts <DATA_DIR> [server root]
- * BENCH_QUERIES (200) per mode after 20 not measured; BENCH_SETTLE_SECONDS (10) idle after start.
+ * BENCH_QUERIES (200) per mode after 20 not measured; BENCH_SETTLE_SECONDS (10) idle after start;
+ * BENCH_COLLECTION (bench) the collection searched.
  */
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -43,7 +44,12 @@ for (const mode of ['dense', 'keyword', 'hybrid']) {
       headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
       body: JSON.stringify({
         tool_name: 'rag_search',
-        parameters: { collection: 'bench', query: queries[i % queries.length], top_k: 10, mode },
+        parameters: {
+          collection: process.env.BENCH_COLLECTION ?? 'bench',
+          query: queries[i % queries.length],
+          top_k: 10,
+          mode,
+        },
       }),
     });
     await r.text();

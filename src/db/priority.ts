@@ -5,20 +5,25 @@ import { AsyncLocalStorage } from 'node:async_hooks';
  * everything else first: PGlite has one session, and a search that arrives behind a queue of
  * ingestion statements would otherwise wait for all of them (pglite.worker.ts orders its queue).
  */
-const background = new AsyncLocalStorage<true>();
+const background = new AsyncLocalStorage<'work' | 'polling'>();
 
-/** Runs `work` with every embedded-database statement it issues queued after interactive ones. */
-export const runInBackground = <T>(work: () => PromiseLike<T>): Promise<T> =>
+/**
+ * Runs `work` with every embedded-database statement it issues queued after interactive ones.
+ * `polling`: an idle worker looking for jobs, which does not make the database busy with
+ * background work (`sinceBackgroundStatement`): the in-process worker asks every second, and
+ * maintenance waited for a quiet that never came while it did.
+ */
+export const runInBackground = <T>(work: () => PromiseLike<T>, kind: 'work' | 'polling' = 'work'): Promise<T> =>
   // Awaited inside: a lazy query (drizzle's runs when first awaited) starts in the background too.
-  background.run(true, async () => await work());
+  background.run(kind, async () => await work());
 
 /** Whether the caller is background work. */
-export const inBackground = (): boolean => background.getStore() === true;
+export const inBackground = (): boolean => background.getStore() !== undefined;
 
 let lastBackgroundStatement = -Infinity;
 /** Records that background work sent the embedded database a statement (pglite-remote.ts). */
 export const noteBackgroundStatement = (): void => {
-  lastBackgroundStatement = performance.now();
+  if (background.getStore() === 'work') lastBackgroundStatement = performance.now();
 };
 /** Milliseconds since background work last sent the embedded database a statement. */
 export const sinceBackgroundStatement = (): number => performance.now() - lastBackgroundStatement;

@@ -242,9 +242,9 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
         // Dead workers' exhausted jobs are rare: look for them every few seconds, not per job.
         if (Date.now() - lastReap > 5_000) {
           lastReap = Date.now();
-          await jobs.reapExhausted();
+          await runInBackground(() => jobs.reapExhausted(), 'polling');
         }
-        const job = await jobs.claim(id, leaseMs);
+        const job = await runInBackground(() => jobs.claim(id, leaseMs), 'polling');
         if (job) {
           await runJob(job);
           continue;

@@ -145,6 +145,36 @@ describe('passes on a timer', () => {
       await timed.close();
     }
   });
+
+  it("an idle worker's polls for jobs are not writing: they do not hold a pass off", async () => {
+    const db = database.db;
+    await db.execute(sql`create table polled (id int)`);
+    await db.execute(sql`insert into polled select generate_series(1, 5000)`);
+    const visible = async () =>
+      (await queryRows<{ n: number }>(db, sql`select relallvisible as n from pg_class where relname = 'polled'`))[0]
+        ?.n ?? 0;
+    const timed = startEmbeddedMaintenance({
+      db,
+      log: pino({ level: 'silent' }),
+      firstDelayMs: 50,
+      intervalMs: 100,
+      quietMs: 400,
+      maxDeferMs: 60_000,
+    });
+    try {
+      // Polls every 50 ms, as the ingestion worker's claims (every second) when no job waits.
+      let vacuumed = false;
+      const until = performance.now() + 3_000;
+      while (!vacuumed && performance.now() < until) {
+        await runInBackground(() => db.execute(sql`select count(*) from polled where id < 10`), 'polling');
+        vacuumed = (await visible()) > 0;
+        await setTimeout(50);
+      }
+      expect(vacuumed).toBe(true);
+    } finally {
+      await timed.close();
+    }
+  });
 });
 
 describe('autovacuum rules', () => {
@@ -166,9 +196,11 @@ describe('autovacuum rules', () => {
     );
     expect(maintenanceFor({ ...table, modifiedSinceAnalyze: 1_051 }, false)).toBe('analyze');
   });
-  it('on the first pass, takes what an earlier process left: pages not all-visible, no statistics', () => {
-    expect(maintenanceFor({ ...table, allVisible: 90 }, true)).toBe('vacuum');
+  it('on the first pass, takes what an earlier process left: pages not all-visible, statistics of unknown age', () => {
+    expect(maintenanceFor({ ...table, allVisible: 90 }, true)).toBe('vacuum (analyze)');
     expect(maintenanceFor({ ...table, allVisible: 90 }, false)).toBeNull();
+    // Its changes since the last analyze are unknown: the statistics may be far off.
+    expect(maintenanceFor(table, true)).toBe('analyze');
     expect(maintenanceFor({ ...table, reltuples: -1 }, true)).toBe('analyze');
     expect(maintenanceFor({ ...table, reltuples: -1, pages: 0, allVisible: 0 }, true)).toBeNull();
   });
