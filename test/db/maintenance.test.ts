@@ -116,13 +116,17 @@ describe("a table's own autovacuum settings", () => {
 });
 
 describe('passes on a timer', () => {
-  it('wait while background work (ingestion) is writing, then run', async () => {
+  /**
+   * A table of 5,000 rows never vacuumed, and maintenance on a quick timer (quiet means no
+   * background statement for 400 ms); `visible` is its all-visible page count.
+   */
+  async function timedOn(table: string) {
     const db = database.db;
-    await db.execute(sql`create table busy (id int)`);
-    await db.execute(sql`insert into busy select generate_series(1, 5000)`);
+    await db.execute(sql.raw(`create table ${table} (id int)`));
+    await db.execute(sql.raw(`insert into ${table} select generate_series(1, 5000)`));
     const visible = async () =>
-      (await queryRows<{ n: number }>(db, sql`select relallvisible as n from pg_class where relname = 'busy'`))[0]?.n ??
-      0;
+      (await queryRows<{ n: number }>(db, sql`select relallvisible as n from pg_class where relname = ${table}`))[0]
+        ?.n ?? 0;
     const timed = startEmbeddedMaintenance({
       db,
       log: pino({ level: 'silent' }),
@@ -131,11 +135,17 @@ describe('passes on a timer', () => {
       quietMs: 400,
       maxDeferMs: 60_000,
     });
+    const touch = () => db.execute(sql.raw(`select count(*) from ${table} where id < 10`));
+    return { visible, timed, touch };
+  }
+
+  it('wait while background work (ingestion) is writing, then run', async () => {
+    const { visible, timed, touch } = await timedOn('busy');
     try {
       // Background statements every 50 ms for 1.5 s: no pass may start meanwhile.
       const busyUntil = performance.now() + 1_500;
       while (performance.now() < busyUntil) {
-        await runInBackground(() => db.execute(sql`select count(*) from busy where id < 10`));
+        await runInBackground(touch);
         await setTimeout(50);
       }
       expect(await visible()).toBe(0);
@@ -147,26 +157,13 @@ describe('passes on a timer', () => {
   });
 
   it("an idle worker's polls for jobs are not writing: they do not hold a pass off", async () => {
-    const db = database.db;
-    await db.execute(sql`create table polled (id int)`);
-    await db.execute(sql`insert into polled select generate_series(1, 5000)`);
-    const visible = async () =>
-      (await queryRows<{ n: number }>(db, sql`select relallvisible as n from pg_class where relname = 'polled'`))[0]
-        ?.n ?? 0;
-    const timed = startEmbeddedMaintenance({
-      db,
-      log: pino({ level: 'silent' }),
-      firstDelayMs: 50,
-      intervalMs: 100,
-      quietMs: 400,
-      maxDeferMs: 60_000,
-    });
+    const { visible, timed, touch } = await timedOn('polled');
     try {
       // Polls every 50 ms, as the ingestion worker's claims (every second) when no job waits.
       let vacuumed = false;
-      const until = performance.now() + 3_000;
-      while (!vacuumed && performance.now() < until) {
-        await runInBackground(() => db.execute(sql`select count(*) from polled where id < 10`), 'polling');
+      const deadline = performance.now() + 3_000;
+      while (!vacuumed && performance.now() < deadline) {
+        await runInBackground(touch, 'polling');
         vacuumed = (await visible()) > 0;
         await setTimeout(50);
       }
