@@ -7,7 +7,10 @@ export interface LaneThread {
 
 export interface BulkLaneOptions {
   batching: 'alone' | 'padded';
-  /** Texts a thread takes at a time: 1 when texts run alone, else a share of a batch. */
+  /**
+   * Texts a thread takes at a time at most: 1 when texts run alone; else a padded batch, of which
+   * each thread takes an equal share of what is queued, up to this.
+   */
   piece: number;
   /** Pieces a thread holds at once: the one it runs and the next, already in its message queue. */
   depth?: number;
@@ -59,13 +62,18 @@ export function createBulkLane(options: BulkLaneOptions) {
   };
 
   const take = (): Item[] => {
+    const share = Math.min(piece, Math.ceil((queue.length - head) / Math.max(1, threads.length)));
     const taken: Item[] = [];
-    while (head < queue.length && taken.length < piece) {
+    while (head < queue.length && taken.length < share) {
       const item = queue[head++] as Item;
       if (!item.call.settled) taken.push(item);
     }
+    // Taken items go, so that a queue never empty under a long ingestion does not keep them all.
     if (head === queue.length) {
       queue = [];
+      head = 0;
+    } else if (head >= 1_024 && head * 2 >= queue.length) {
+      queue = queue.slice(head);
       head = 0;
     }
     return taken;

@@ -72,6 +72,29 @@ describe('the bulk lane', () => {
     expect((await result).vectors.map((v) => v[0])).toEqual([1, 2, 3, 4]);
   });
 
+  it('shares a padded batch among the threads when fewer texts than a piece are queued', async () => {
+    const lane = createBulkLane({ batching: 'padded', piece: 16, depth: 1 });
+    const a = handThread();
+    const b = handThread();
+    const result = lane.run([a.thread, b.thread], ['x', 'yy', 'zzz']);
+    await settled();
+    expect([a.texts(), b.texts()]).toEqual([['x+yy'], ['zzz']]);
+    a.pieces[0]?.done();
+    b.pieces[0]?.done();
+    expect((await result).vectors.map((v) => v[0])).toEqual([1, 2, 3]);
+  });
+
+  it('keeps going through a long stream of calls, each answered with its own vectors', async () => {
+    const lane = createBulkLane({ batching: 'alone', piece: 1 });
+    const instant: LaneThread = {
+      embed: (texts) =>
+        Promise.resolve({ vectors: texts.map((t) => Float32Array.of(t.length)), tokenCounts: texts.map(() => 1) }),
+    };
+    const calls = Array.from({ length: 3_000 }, (_, i) => lane.run([instant, instant], ['a'.repeat(i % 7), 'b']));
+    const results = await Promise.all(calls);
+    results.forEach((r, i) => expect(r.vectors.map((v) => v[0])).toEqual([i % 7, 1]));
+  });
+
   it('rejects an aborted call at once and never sends its queued texts', async () => {
     const lane = createBulkLane({ batching: 'alone', piece: 1, depth: 1 });
     const a = handThread();
