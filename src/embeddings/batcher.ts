@@ -12,19 +12,18 @@ export interface BatcherOptions {
 }
 
 /**
- * Coalesces concurrent embed calls into batches of at most `maxBatch` texts and runs one batch at
- * a time. Interactive requests (queries, /embeddings) go before bulk ingestion. Within a batch,
- * texts are sorted by length so padding is small.
+ * Coalesces concurrent embed calls (queries, /embeddings) into batches of at most `maxBatch` texts
+ * and runs one batch at a time. Within a batch, texts are sorted by length so padding is small.
+ * Ingestion has threads and a queue of its own (`bulk-lane.ts`).
  */
 export function createBatcher(
   run: (texts: string[]) => Promise<{ vectors: Float32Array[]; tokenCounts: number[] }>,
   options: BatcherOptions,
 ) {
-  const queues: Record<'interactive' | 'bulk', Pending[]> = { interactive: [], bulk: [] };
+  const queue: Pending[] = [];
   let busy = false;
 
   const next = (): Pending[] => {
-    const queue = queues.interactive.length > 0 ? queues.interactive : queues.bulk;
     const taken: Pending[] = [];
     let size = 0;
     while (queue.length > 0) {
@@ -79,10 +78,10 @@ export function createBatcher(
   };
 
   return {
-    run(texts: string[], priority: 'interactive' | 'bulk', signal?: AbortSignal): Promise<EmbeddingResult> {
+    run(texts: string[], signal?: AbortSignal): Promise<EmbeddingResult> {
       if (texts.length === 0) return Promise.resolve({ vectors: [], promptTokens: 0 });
       return new Promise<EmbeddingResult>((resolve, reject) => {
-        queues[priority].push({ texts, resolve, reject, signal });
+        queue.push({ texts, resolve, reject, signal });
         void pump();
       });
     },

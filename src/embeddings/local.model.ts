@@ -228,9 +228,9 @@ export async function loadLocalModel(options: LocalModelOptions): Promise<Embedd
     countTokens: (texts) => interactive.count([...texts]),
     embed: (texts, embedOptions = {}) => {
       const input = embedOptions.asQuery && card.queryPrefix ? texts.map((t) => card.queryPrefix + t) : [...texts];
-      const priority = embedOptions.priority ?? 'interactive';
-      if (priority === 'bulk') return onBulk((threads) => bulkLane.run(threads, input, embedOptions.signal));
-      return interactiveBatcher.run(input, priority, embedOptions.signal);
+      if (embedOptions.priority === 'bulk')
+        return onBulk((threads) => bulkLane.run(threads, input, embedOptions.signal));
+      return interactiveBatcher.run(input, embedOptions.signal);
     },
   };
 }
