@@ -9,6 +9,7 @@
  * any prepared statement (`plan_cache_mode`). Runs on the database's thread (pglite.worker.ts).
  */
 import { parse, protocol, type PGlite } from '@electric-sql/pglite';
+import { GENERIC_PLAN } from './plan-hint.ts';
 
 type Options = Parameters<PGlite['query']>[2];
 type Results = Awaited<ReturnType<PGlite['query']>>;
@@ -25,6 +26,8 @@ const RESULT_TYPE_CHANGED = 'cached plan must not change result type';
 const MAX_TEXT = 16_384;
 
 const serialize = protocol.serialize;
+const FORCE_GENERIC = serialize.query('set plan_cache_mode = force_generic_plan');
+const RESET_PLAN_MODE = serialize.query('reset plan_cache_mode');
 
 function concat(parts: Uint8Array[]): Uint8Array {
   let length = 0;
@@ -72,7 +75,13 @@ export function createPreparedStatements(pg: PGlite, capacity = 100): PreparedSt
     return entry;
   };
 
-  const run = async (text: string, params: readonly unknown[], options: Options) => {
+  /**
+   * A statement marked GENERIC_PLAN runs with `plan_cache_mode = force_generic_plan` for itself
+   * alone: set and reset around it in the same call into the engine (the reset comes after the
+   * statement's Sync, so it runs whether the statement failed or not). Not inside a transaction,
+   * where a rollback would undo the reset with the rest.
+   */
+  const run = async (text: string, params: readonly unknown[], options: Options, inTransaction: boolean) => {
     let entry = statements.get(text);
     if (entry) {
       statements.delete(text);
@@ -88,16 +97,19 @@ export function createPreparedStatements(pg: PGlite, capacity = 100): PreparedSt
       // As PGlite's own query: a value of a type without a serializer is sent as its string form.
       return serializer ? serializer(value) : (value as { toString(): string }).toString();
     });
+    const generic = !inTransaction && text.startsWith(GENERIC_PLAN);
+    const statement = [
+      serialize.bind({ statement: entry.name, values }),
+      serialize.describe({ type: 'P' }),
+      serialize.execute({}),
+      serialize.sync(),
+    ];
     const messages = await pg.execProtocolStream(
-      concat([
-        serialize.bind({ statement: entry.name, values }),
-        serialize.describe({ type: 'P' }),
-        serialize.execute({}),
-        serialize.sync(),
-      ]),
+      concat(generic ? [FORCE_GENERIC, ...statement, RESET_PLAN_MODE] : statement),
       { syncToFs: false },
     );
-    return parse.parseResults(messages, pg.parsers, options)[0] as Results;
+    // With the plan mode around it, the statement's result comes between the SET's and the RESET's.
+    return parse.parseResults(messages, pg.parsers, options)[generic ? 1 : 0] as Results;
   };
 
   return {
@@ -106,7 +118,7 @@ export function createPreparedStatements(pg: PGlite, capacity = 100): PreparedSt
       return internals._runExclusiveQuery(async () => {
         let result: Results;
         try {
-          result = await run(text, params, options);
+          result = await run(text, params, options, inTransaction);
         } catch (error) {
           if (!(error instanceof Error && error.message === RESULT_TYPE_CHANGED)) throw annotate(error, text, params);
           // DDL changed the columns under a kept statement: prepare it afresh. Inside a
@@ -115,7 +127,7 @@ export function createPreparedStatements(pg: PGlite, capacity = 100): PreparedSt
           statements.delete(text);
           if (stale) await close(stale.name);
           if (inTransaction) throw annotate(error, text, params);
-          result = await run(text, params, options);
+          result = await run(text, params, options, inTransaction);
         }
         if (!inTransaction) await pg.syncToFs();
         return result;

@@ -2,6 +2,7 @@ import type { SQL } from 'drizzle-orm';
 import { sql } from '../db/orm.ts';
 import { queryRows, type Db } from '../db/client.ts';
 import { hiddenChunkIds } from './index.repository.ts';
+import { GENERIC_PLAN } from '../db/plan-hint.ts';
 
 export type SearchMode = 'dense' | 'keyword' | 'hybrid';
 
@@ -107,6 +108,23 @@ const filterClause = (col: SQL, filter: SQL | undefined) =>
     ? sql`and c.document_id in (select d.id from documents d where d.collection_id = ${col} and ${filter})`
     : sql``;
 
+/**
+ * A row count written into the statement rather than bound: a prepared statement's generic plan
+ * (see pglite-statements.ts) cannot see a bound LIMIT, and planned `order by distance limit $n`
+ * as a scan of every chunk and a sort instead of the HNSW index.
+ */
+function count(n: number): SQL {
+  if (!Number.isSafeInteger(n) || n < 0) throw new Error(`unexpected row count ${n}`);
+  return sql.raw(String(n));
+}
+
+/**
+ * Without a metadata filter, neither search statement's best plan depends on what is bound (the
+ * collection and every row count are in the text): each runs on its generic plan (GENERIC_PLAN).
+ * A filter's selectivity depends on its values, so a filtered search is planned for them.
+ */
+const planFor = (filter: SQL | undefined) => (filter ? sql`` : sql.raw(GENERIC_PLAN));
+
 function collectionLiteral(collectionId: string): SQL {
   if (!safeId.test(collectionId)) throw new Error(`unexpected collection id ${collectionId}`);
   return sql.raw(`'${collectionId}'`);
@@ -172,17 +190,17 @@ export function createRetrievalRepository(db: Db, options: RetrievalRepositoryOp
               where p.collection_id = ${col} and p.term = qt.term
               and p.chunk_id not in (${hiddenChunkIds(col)})
               ${q.filter ? sql`and p.chunk_id in (select c.id from chunks c where c.collection_id = ${col} ${filterClause(col, q.filter)})` : sql``}
-              ${q.termPostings > 0 ? sql`order by ${IMPACT} desc limit ${q.termPostings}` : sql``}`;
+              ${q.termPostings > 0 ? sql`order by ${IMPACT} desc limit ${count(q.termPostings)}` : sql``}`;
       // Complete: no term's list was cut, so each candidate's sum is its exact BM25.
       const complete =
         q.termPostings > 0 ? sql`(select coalesce(bool_and(df.df <= ${q.termPostings}), true) from df)` : sql`true`;
       const rows = await queryRows<{ id: string | number; score: number; complete: boolean }>(
         db,
-        sql`with ${ctes}
+        sql`${planFor(q.filter)}with ${ctes}
             select p.chunk_id as id, sum(${score})::float8 as score, ${complete} as complete
             from qt join df on df.term = qt.term cross join lateral (${postings}) p cross join st
             group by p.chunk_id
-            order by score desc, p.chunk_id limit ${q.candidates}`,
+            order by score desc, p.chunk_id limit ${count(q.candidates)}`,
       );
       const ids = rows.map((r) => String(r.id));
       return rows[0]?.complete === true ? { ids, scores: rows.map((r) => r.score) } : { ids };
@@ -209,7 +227,7 @@ export function createRetrievalRepository(db: Db, options: RetrievalRepositoryOp
       const dense = useDense
         ? sql`select c.id, ${distance} as dist from chunks c
               where c.collection_id = ${col} and c.id not in (${hiddenChunkIds(col)}) ${inFilter}
-              order by ${distance} limit ${q.candidates}`
+              order by ${distance} limit ${count(q.candidates)}`
         : sql`select null::bigint as id, null::float8 as dist where false`;
 
       const keywordScores = q.keyword.scores;
@@ -250,7 +268,7 @@ export function createRetrievalRepository(db: Db, options: RetrievalRepositoryOp
       const order =
         q.mode === 'dense' ? sql`f.similarity` : q.mode === 'keyword' ? sql`coalesce(f.bm25, 0)` : sql`f.fused`;
 
-      const statement = sql`
+      const statement = sql`${planFor(q.filter)}
         with qv as (select ${vec} as v),
         ${ctes},
         dense as (${dense}),
@@ -278,7 +296,7 @@ export function createRetrievalRepository(db: Db, options: RetrievalRepositoryOp
           select f.* from fused f
           where f.similarity >= ${q.threshold}::float8
           order by ${order} desc, f.id
-          limit ${q.topK})
+          limit ${count(q.topK)})
         select c.id as chunk_id, c.document_id, doc.name as document_name, doc.metadata, c.position, c.content,
                f.similarity, ${q.mode === 'dense' ? sql`null::float8` : sql`coalesce(f.bm25, 0)::float8`} as bm25,
                f.fused::float8 as fused

@@ -3,12 +3,14 @@
  * (src/db/pglite-statements.ts). What must hold: results and parameter types exactly as PGlite's
  * own `query` gives them, the session's prepared statements bounded, errors with their PostgreSQL
  * fields and the session healthy after them, and a kept statement whose columns DDL changed
- * prepared afresh instead of failing.
+ * prepared afresh instead of failing; a statement marked GENERIC_PLAN run on its generic plan, the
+ * session's own plan mode untouched.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '../../src/db/orm.ts';
 import { openPglite, queryRows, type Database } from '../../src/db/client.ts';
 import { isUniqueViolation } from '../../src/db/errors.ts';
+import { GENERIC_PLAN } from '../../src/db/plan-hint.ts';
 
 let database: Database;
 
@@ -131,5 +133,52 @@ describe('named prepared statements on the embedded database', () => {
     const [row] = await queryRows<{ long: string }>(database.db, sql.raw(long));
     expect(row?.long).toHaveLength(20_000);
     expect((await prepared()).some((s) => s.statement.length > 16_384)).toBe(false);
+  });
+
+  it('runs a statement marked GENERIC_PLAN on its generic plan, and only that statement', async () => {
+    const mode = (marked: boolean) =>
+      queryRows<{ mode: string }>(
+        database.db,
+        sql.raw(`${marked ? GENERIC_PLAN : ''}select current_setting('plan_cache_mode') as mode, 1 as marked`),
+      ).then((rows) => rows[0]?.mode);
+    expect(await mode(true)).toBe('force_generic_plan');
+    // Set for that statement alone: the next one runs with the session's own setting.
+    expect(await mode(false)).toBe('auto');
+
+    // PostgreSQL's counters of the plans each prepared statement ran with.
+    const plans = async (fragment: string) =>
+      (
+        await queryRows<{ generic: number; custom: number }>(
+          database.db,
+          sql`select generic_plans::int as generic, custom_plans::int as custom from pg_prepared_statements
+              where statement like ${`%${fragment}%`} and statement not like '%pg_prepared_statements%'`,
+        )
+      )[0];
+    for (let id = 1; id <= 3; id++) {
+      await queryRows(
+        database.db,
+        sql`${sql.raw(GENERIC_PLAN)}select id from p where id = ${id} and 'generic' = 'generic'`,
+      );
+      await queryRows(database.db, sql`select id from p where id = ${id} and 'custom' = 'custom'`);
+    }
+    expect(await plans(`'generic' = 'generic'`)).toEqual({ generic: 3, custom: 0 });
+    // Unmarked, PostgreSQL plans each of the first five runs for its values.
+    expect(await plans(`'custom' = 'custom'`)).toEqual({ generic: 0, custom: 3 });
+  });
+
+  it('resets the plan mode after a marked statement fails, and leaves it alone inside a transaction', async () => {
+    await expect(queryRows(database.db, sql`${sql.raw(GENERIC_PLAN)}select 1 / ${0}::int as y`)).rejects.toMatchObject({
+      cause: { code: '22012' },
+    });
+    const [after] = await queryRows<{ mode: string }>(
+      database.db,
+      sql`select current_setting('plan_cache_mode') as mode, 'after' as at`,
+    );
+    expect(after?.mode).toBe('auto');
+    // A SET inside a transaction would be undone by its rollback, reset included.
+    const inside = await database.db.transaction(async (tx) =>
+      queryRows<{ mode: string }>(tx, sql.raw(`${GENERIC_PLAN}select current_setting('plan_cache_mode') as mode`)),
+    );
+    expect(inside[0]?.mode).toBe('auto');
   });
 });

@@ -15,6 +15,7 @@ import { startTestApp, type TestApp } from '../support/app.ts';
 import { createCollection } from '../support/documents.ts';
 import { gaussian, seededRandom } from '../support/random.ts';
 import { testEmbeddings } from '../support/embeddings.ts';
+import { GENERIC_PLAN } from '../../src/db/plan-hint.ts';
 
 const QUERY = 'treatment outcomes of vitamin D supplementation';
 const COMMON = 1_000;
@@ -153,5 +154,52 @@ describe('a selective filter over a collection larger than ef_search', () => {
     } finally {
       await ann.close();
     }
+  });
+});
+
+/**
+ * Issue 14: on the embedded database the unfiltered search statements skip planning (their generic
+ * plans, src/db/plan-hint.ts), and those plans know how many rows each leg takes: a row count
+ * bound as a parameter had made the dense leg a scan of every chunk and a sort.
+ */
+describe.skipIf(process.env.TEST_DATABASE_URL)('unfiltered searches on the embedded database', () => {
+  it('run on their generic plans, with the row counts in their plans', async () => {
+    for (let i = 0; i < 3; i++) {
+      const r = await t.request('/api/v1/agent/tool-calling', {
+        method: 'POST',
+        json: { tool_name: 'rag_search', parameters: { ...parameters, filters: undefined, mode: 'hybrid' } },
+      });
+      expect(r.status).toBe(200);
+      expect(((await r.json()) as { results: unknown[] }).results).toHaveLength(TOP_K);
+    }
+    const statements = await queryRows<{ statement: string; generic: number; custom: number }>(
+      t.database.db,
+      sql`select statement, generic_plans::int as generic, custom_plans::int as custom from pg_prepared_statements
+          where starts_with(statement, ${GENERIC_PLAN})`,
+    );
+    // The BM25 leg's candidates and the ranked statement.
+    expect(statements).toHaveLength(2);
+    for (const s of statements)
+      expect({ generic: s.generic >= 3, custom: s.custom }).toEqual({ generic: true, custom: 0 });
+    const ranked = statements.find((s) => s.statement.includes('qv as'));
+    // The dense leg's row count is part of the generic plan: a LIMIT bound as a parameter is planned
+    // as a fraction of the rows (here 65), which at 12,000 chunks turned the HNSW scan into a scan of
+    // every chunk and a sort. Through the simple protocol, which takes $n unbound in EXPLAIN (GENERIC_PLAN).
+    const client = (
+      t.database.db as unknown as { $client: { exec(sql: string): Promise<{ rows: { 'QUERY PLAN': unknown }[] }[]> } }
+    ).$client;
+    const [explained] = await client.exec(`explain (generic_plan, format json) ${ranked?.statement ?? ''}`);
+    interface PlanNode {
+      'Node Type': string;
+      'Plan Rows': number;
+      Plans?: PlanNode[];
+    }
+    const limits = (node: PlanNode): number[] => [
+      ...(node['Node Type'] === 'Limit' ? [node['Plan Rows']] : []),
+      ...(node.Plans ?? []).flatMap(limits),
+    ];
+    const [{ Plan: root }] = explained?.rows[0]?.['QUERY PLAN'] as [{ Plan: PlanNode }];
+    // The dense leg's candidates (max(4 × top_k, 100)) and top_k.
+    expect(limits(root).sort((a, b) => a - b)).toEqual([TOP_K, 100]);
   });
 });
