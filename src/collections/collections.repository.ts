@@ -32,20 +32,20 @@ interface CountsRow {
 
 // Counts come from processed documents at read time, so they are always true to the database. A
 // document being replaced counts: its previous version stays searchable until the new one commits.
-const countsSql = (where: ReturnType<typeof sql>) => sql`
-  select c.id,
-         count(d.id)::int as document_count,
-         coalesce(sum(d.chunk_count), 0)::int as chunk_count
+// Per collection, from documents_collection_processed_idx alone (an index-only scan).
+export const collectionCountsSql = (where: ReturnType<typeof sql>) => sql`
+  select c.id, n.document_count, n.chunk_count
   from collections c
-  left join documents d on d.collection_id = c.id and d.processed_at is not null
-  where ${where}
-  group by c.id`;
+  cross join lateral (
+    select count(*)::int as document_count, coalesce(sum(d.chunk_count), 0)::int as chunk_count
+    from documents d where d.collection_id = c.id and d.processed_at is not null) n
+  where ${where}`;
 
 export function createCollectionsRepository(db: Db) {
   const index = createIndexRepository(db);
   const withCounts = async (rows: CollectionRow[], where: ReturnType<typeof sql>): Promise<CollectionWithCounts[]> => {
     if (rows.length === 0) return [];
-    const counts = new Map((await queryRows<CountsRow>(db, countsSql(where))).map((r) => [r.id, r]));
+    const counts = new Map((await queryRows<CountsRow>(db, collectionCountsSql(where))).map((r) => [r.id, r]));
     return rows.map((row) => ({
       ...row,
       documentCount: counts.get(row.id)?.document_count ?? 0,

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '../../src/db/orm.ts';
 import { queryRows } from '../../src/db/client.ts';
+import { collectionCountsSql } from '../../src/collections/collections.repository.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 import { createCollection, waitForDocument } from '../support/documents.ts';
 
@@ -150,5 +151,31 @@ describe('collections', () => {
       );
     });
     expect(plan.map((r) => r['QUERY PLAN']).join('\n')).toContain(`chunks_hnsw_${id}`);
+  });
+
+  it("counts a collection's documents and chunks from an index alone, never its documents' rows", async () => {
+    const { id } = await createCollection(t, 'tallied');
+    // 150 processed documents and 50 still pending, each carrying an original of 1.6 kB.
+    await t.database.db.execute(sql`
+      insert into documents (id, collection_id, name, content_type, format, size_bytes, sha256, original, status, chunk_count, processed_at)
+      select 'doc_tallied' || i, ${id}, 'd' || i || '.txt', 'text/plain', 'txt', 1600, md5(i::text),
+             decode(repeat(md5(i::text), 50), 'hex'), case when i <= 150 then 'processed' else 'pending' end,
+             case when i <= 150 then i % 5 else 0 end, case when i <= 150 then now() end
+      from generate_series(1, 200) i`);
+    await t.database.db.execute(sql`vacuum analyze documents`);
+    const r = await t.request('/api/v1/rag/collections/tallied');
+    expect(r.status).toBe(200);
+    // Σ i % 5 over 1..150: 30 of each remainder, 30 × (0 + 1 + 2 + 3 + 4).
+    expect(await r.json()).toMatchObject({ document_count: 150, chunk_count: 300 });
+    const plan = await t.database.db.transaction(async (tx) => {
+      // As at scale: 200 rows are few enough for the planner to prefer reading their pages.
+      await tx.execute(sql`set local enable_seqscan = off`);
+      await tx.execute(sql`set local enable_bitmapscan = off`);
+      return queryRows<{ 'QUERY PLAN': string }>(tx, sql`explain ${collectionCountsSql(sql`c.name = 'tallied'`)}`);
+    });
+    const text = plan.map((row) => row['QUERY PLAN']).join('\n');
+    // Index-only: what the counts need is in documents_collection_processed_idx, so no document row is read.
+    expect(text).toContain('Index Only Scan using documents_collection_processed_idx');
+    expect(text).not.toMatch(/(Seq Scan|Bitmap Heap Scan|Index Scan using \S+) on documents/);
   });
 });

@@ -43,6 +43,11 @@ export const documents = pgTable(
     uniqueIndex('documents_collection_sha_idx').on(t.collectionId, t.sha256),
     index('documents_collection_created_idx').on(t.collectionId, t.createdAt, t.id),
     index('documents_metadata_idx').using('gin', sql`${t.metadata} jsonb_path_ops`),
+    // A collection's counts (collections.repository.ts) read this index alone instead of every
+    // document row of every collection (a GET of one collection of 5,183 documents read 13 MB).
+    index('documents_collection_processed_idx')
+      .on(t.collectionId, t.chunkCount)
+      .where(sql`${t.processedAt} is not null`),
   ],
 );
 
