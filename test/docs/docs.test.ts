@@ -59,6 +59,23 @@ describe('interactive reference', () => {
     expect(new Set(ids).size).toBe(ids.length);
   });
 
+  it('serves the OpenAPI document serialised once, with an ETag a client can revalidate', async () => {
+    const first = await fetch(`${t.url}/api/v1/openapi.json`);
+    expect(first.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    const etag = first.headers.get('etag');
+    expect(etag).toMatch(/^"[A-Za-z0-9_-]{43}"$/);
+    const body = await first.text();
+    const again = await fetch(`${t.url}/api/v1/openapi.json`);
+    expect(again.headers.get('etag')).toBe(etag);
+    expect(await again.text()).toBe(body);
+    const revalidated = await fetch(`${t.url}/api/v1/openapi.json`, { headers: { 'if-none-match': etag ?? '' } });
+    expect(revalidated.status).toBe(304);
+    expect(await revalidated.text()).toBe('');
+    const stale = await fetch(`${t.url}/api/v1/openapi.json`, { headers: { 'if-none-match': '"other"' } });
+    expect(stale.status).toBe(200);
+    expect(await stale.text()).toBe(body);
+  });
+
   it('documents the upload body, multipart and JSON, though the route reads it itself', async () => {
     const doc = (await (await fetch(`${t.url}/api/v1/openapi.json`)).json()) as {
       paths: Record<string, { post?: { requestBody?: { content: Record<string, { schema: unknown }> } } }>;
