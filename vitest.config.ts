@@ -29,6 +29,7 @@ const unit = [
   'test/gateway/config.test.ts',
   'test/gateway/registry.test.ts',
   'test/gateway/sse.test.ts',
+  'test/http/json-nesting.test.ts',
   'test/ingestion/parsers.test.ts',
   'test/logging/**/*.test.ts',
   'test/usage/**/*.test.ts',
