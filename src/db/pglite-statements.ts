@@ -6,7 +6,8 @@
  * chunks: `rag_search` hybrid end to end p50 / p99 18.0 / 27.6 → 16.0 / 24.6 ms (docs/operations.md).
  *
  * PostgreSQL's plan cache still decides per run between a custom plan and the generic one, as for
- * any prepared statement (`plan_cache_mode`). Runs on the database's thread (pglite.worker.ts).
+ * any prepared statement (`plan_cache_mode`), except for a statement marked GENERIC_PLAN
+ * (plan-hint.ts), which runs on its generic plan. Runs on the database's thread (pglite.worker.ts).
  */
 import { parse, protocol, type PGlite } from '@electric-sql/pglite';
 import { GENERIC_PLAN } from './plan-hint.ts';
