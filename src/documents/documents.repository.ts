@@ -1,4 +1,4 @@
-import { and, count, desc, eq, sql } from '../db/orm.ts';
+import { and, count, desc, eq, inArray, sql } from '../db/orm.ts';
 import { queryRows, type Db } from '../db/client.ts';
 import { retryOnDeadlock } from '../db/errors.ts';
 import { collections } from '../db/schema/collections.ts';
@@ -184,14 +184,22 @@ export function createDocumentsRepository(db: Db) {
       page: number,
       pageSize: number,
     ): Promise<{ rows: DocumentSummary[]; total: number }> {
-      const rows = await db
-        .select(summary)
+      // The page's ids first, from the (collection, created_at, id) index alone: an offset read
+      // directly skipped through every earlier document's row (page 200 of a 5,183-document
+      // collection: ~4,000 rows read to return 20).
+      const pageIds = db
+        .select({ id: documents.id })
         .from(documents)
-        .innerJoin(collections, eq(collections.id, documents.collectionId))
         .where(eq(documents.collectionId, collectionId))
         .orderBy(desc(documents.createdAt), desc(documents.id))
         .limit(pageSize)
         .offset((page - 1) * pageSize);
+      const rows = await db
+        .select(summary)
+        .from(documents)
+        .innerJoin(collections, eq(collections.id, documents.collectionId))
+        .where(inArray(documents.id, pageIds))
+        .orderBy(desc(documents.createdAt), desc(documents.id));
       const [total] = await db.select({ n: count() }).from(documents).where(eq(documents.collectionId, collectionId));
       return { rows, total: total?.n ?? 0 };
     },

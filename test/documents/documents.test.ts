@@ -225,8 +225,15 @@ describe('document rules', () => {
     expect(new Set([...p1.documents, ...p2.documents, ...p3.documents].map((d) => d.id))).toEqual(new Set(ids));
     const defaults = (await (await t.request('/api/v1/rag/collections/paged/documents')).json()) as {
       page_size: number;
+      documents: { id: string; created_at: string }[];
     };
     expect(defaults.page_size).toBe(20);
+    // Newest first, and the pages are that order cut in pieces.
+    const times = defaults.documents.map((d) => Date.parse(d.created_at));
+    expect(times).toEqual([...times].sort((a, b) => b - a));
+    expect([...p1.documents, ...p2.documents, ...p3.documents].map((d) => d.id)).toEqual(
+      defaults.documents.map((d) => d.id),
+    );
     expect((await t.request('/api/v1/rag/collections/paged/documents?page_size=101')).status).toBe(400);
     expect((await t.request('/api/v1/rag/collections/paged/documents?page=0')).status).toBe(400);
   });
