@@ -138,7 +138,7 @@ export async function registerDocs(app: FastifyInstance, version: string): Promi
   });
 }
 
-const documents = new WeakMap<FastifyInstance, { body: Buffer; etag: string }>();
+const builtDocuments = new WeakMap<FastifyInstance, { body: Buffer; etag: string }>();
 
 /**
  * The OpenAPI document as served, built and serialised once: it is fixed once the routes are
@@ -146,11 +146,11 @@ const documents = new WeakMap<FastifyInstance, { body: Buffer; etag: string }>()
  * first time, ~100 ms: the server does that before it listens).
  */
 export function openapiDocument(app: FastifyInstance): { body: Buffer; etag: string } {
-  let document = documents.get(app);
+  let document = builtDocuments.get(app);
   if (document === undefined) {
     const body = Buffer.from(JSON.stringify(app.swagger()));
     document = { body, etag: `"${createHash('sha256').update(body).digest('base64url')}"` };
-    documents.set(app, document);
+    builtDocuments.set(app, document);
   }
   return document;
 }

@@ -113,7 +113,7 @@ const filterClause = (col: SQL, filter: SQL | undefined) =>
  * (see pglite-statements.ts) cannot see a bound LIMIT, and planned `order by distance limit $n`
  * as a scan of every chunk and a sort instead of the HNSW index.
  */
-function count(n: number): SQL {
+function rowCount(n: number): SQL {
   if (!Number.isSafeInteger(n) || n < 0) throw new Error(`unexpected row count ${n}`);
   return sql.raw(String(n));
 }
@@ -190,7 +190,7 @@ export function createRetrievalRepository(db: Db, options: RetrievalRepositoryOp
               where p.collection_id = ${col} and p.term = qt.term
               and p.chunk_id not in (${hiddenChunkIds(col)})
               ${q.filter ? sql`and p.chunk_id in (select c.id from chunks c where c.collection_id = ${col} ${filterClause(col, q.filter)})` : sql``}
-              ${q.termPostings > 0 ? sql`order by ${IMPACT} desc limit ${count(q.termPostings)}` : sql``}`;
+              ${q.termPostings > 0 ? sql`order by ${IMPACT} desc limit ${rowCount(q.termPostings)}` : sql``}`;
       // Complete: no term's list was cut, so each candidate's sum is its exact BM25.
       const complete =
         q.termPostings > 0 ? sql`(select coalesce(bool_and(df.df <= ${q.termPostings}), true) from df)` : sql`true`;
@@ -200,7 +200,7 @@ export function createRetrievalRepository(db: Db, options: RetrievalRepositoryOp
             select p.chunk_id as id, sum(${score})::float8 as score, ${complete} as complete
             from qt join df on df.term = qt.term cross join lateral (${postings}) p cross join st
             group by p.chunk_id
-            order by score desc, p.chunk_id limit ${count(q.candidates)}`,
+            order by score desc, p.chunk_id limit ${rowCount(q.candidates)}`,
       );
       const ids = rows.map((r) => String(r.id));
       return rows[0]?.complete === true ? { ids, scores: rows.map((r) => r.score) } : { ids };
@@ -227,7 +227,7 @@ export function createRetrievalRepository(db: Db, options: RetrievalRepositoryOp
       const dense = useDense
         ? sql`select c.id, ${distance} as dist from chunks c
               where c.collection_id = ${col} and c.id not in (${hiddenChunkIds(col)}) ${inFilter}
-              order by ${distance} limit ${count(q.candidates)}`
+              order by ${distance} limit ${rowCount(q.candidates)}`
         : sql`select null::bigint as id, null::float8 as dist where false`;
 
       const keywordScores = q.keyword.scores;
@@ -296,7 +296,7 @@ export function createRetrievalRepository(db: Db, options: RetrievalRepositoryOp
           select f.* from fused f
           where f.similarity >= ${q.threshold}::float8
           order by ${order} desc, f.id
-          limit ${count(q.topK)})
+          limit ${rowCount(q.topK)})
         select c.id as chunk_id, c.document_id, doc.name as document_name, doc.metadata, c.position, c.content,
                f.similarity, ${q.mode === 'dense' ? sql`null::float8` : sql`coalesce(f.bm25, 0)::float8`} as bm25,
                f.fused::float8 as fused
