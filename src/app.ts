@@ -163,7 +163,12 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     unauthenticatedPerMinute: config.unauthenticatedPerMinute,
   });
 
-  const collections = createCollectionsModule({ db: database.db, embeddings, hnsw: config.hnsw });
+  const collections = createCollectionsModule({
+    db: database.db,
+    embeddings,
+    hnsw: config.hnsw,
+    onDeleted: () => processing.purger.wake(),
+  });
   const documents = createDocumentsModule({
     database,
     collections: collections.service,

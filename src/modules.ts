@@ -3,6 +3,7 @@ import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { Db } from './db/client.ts';
 import type { EmbeddingRegistry } from './embeddings/registry.ts';
+import { createCollectionPurger } from './collections/purge.ts';
 import { createGatewayModule } from './gateway/gateway.module.ts';
 import { createIngestionModule } from './ingestion/ingestion.module.ts';
 import { createJobsRepository } from './ingestion/jobs.repository.ts';
@@ -62,6 +63,8 @@ export async function createProcessing(deps: ProcessingDeps) {
     spawner: deps.spawner,
   });
   const webhooks = createWebhooksModule({ db, config: config.webhooks, logger });
+  // Deleted collections' rows, removed in short transactions: in every process with the database.
+  const purger = createCollectionPurger({ db, logger });
   let sender: WebhookSender | undefined;
   return {
     metrics,
@@ -70,16 +73,19 @@ export async function createProcessing(deps: ProcessingDeps) {
     embeddings,
     ingestion,
     webhooks,
-    /** Starts claiming jobs and sending deliveries, when this process ingests. */
+    purger,
+    /** Starts purging deleted collections, and claiming jobs and sending deliveries when this process ingests. */
     start(): void {
+      purger.start();
       if (ingestion.service === undefined) return;
       ingestion.service.start();
       sender = webhooks.startSender();
     },
-    /** Stops the worker (running jobs finish or go back to the queue) and the sender. */
+    /** Stops the worker (running jobs finish or go back to the queue), the sender and the purger. */
     async stop(): Promise<void> {
       await ingestion.service?.stop();
       await sender?.stop();
+      await purger.stop();
     },
     /** Flushes usage (the worker's upstream embeddings included) and closes the provider pools. */
     async close(): Promise<void> {

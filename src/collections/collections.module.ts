@@ -8,6 +8,7 @@ export interface CollectionsModuleDeps {
   db: Db;
   embeddings: EmbeddingRegistry;
   hnsw: CollectionsServiceDeps['hnsw'];
+  onDeleted?: () => void;
 }
 
 /** Collections: their records and each one's vector index. */
@@ -16,6 +17,7 @@ export function createCollectionsModule(deps: CollectionsModuleDeps) {
     repo: createCollectionsRepository(deps.db),
     embeddings: deps.embeddings,
     hnsw: deps.hnsw,
+    onDeleted: deps.onDeleted,
   });
   return { routes: collectionsRoutes(service), service };
 }

@@ -10,6 +10,8 @@ export interface CollectionsServiceDeps {
   repo: CollectionsRepository;
   embeddings: EmbeddingRegistry;
   hnsw: HnswSettings;
+  /** A collection was deleted: its rows are the purger's to remove now. */
+  onDeleted?: () => void;
 }
 
 const NOT_FOUND = 'Collection not found';
@@ -30,7 +32,7 @@ export function toCollectionRecord(row: CollectionWithCounts): CollectionRecord 
   };
 }
 
-export function createCollectionsService({ repo, embeddings, hnsw }: CollectionsServiceDeps) {
+export function createCollectionsService({ repo, embeddings, hnsw, onDeleted }: CollectionsServiceDeps) {
   return {
     /** The collection by name if this key may use it; any other case is indistinguishable from missing. */
     async requireAccessible(principal: Principal, name: string) {
@@ -96,7 +98,8 @@ export function createCollectionsService({ repo, embeddings, hnsw }: Collections
 
     async delete(principal: Principal, name: string): Promise<void> {
       const row = await this.requireAccessible(principal, name);
-      if (!(await repo.delete(row.id))) throw notFound(NOT_FOUND);
+      if (!(await repo.markDeleted(row.id))) throw notFound(NOT_FOUND);
+      onDeleted?.();
     },
   };
 }

@@ -1,4 +1,4 @@
-import { and, count, desc, eq, inArray, sql } from '../db/orm.ts';
+import { and, count, desc, eq, inArray, isNull, sql } from '../db/orm.ts';
 import { queryRows, type Db } from '../db/client.ts';
 import { retryOnDeadlock } from '../db/errors.ts';
 import { collections } from '../db/schema/collections.ts';
@@ -77,9 +77,18 @@ export interface QueuedJob {
 export function createDocumentsRepository(db: Db) {
   const index = createIndexRepository(db);
   return {
-    /** The document and its ingestion job commit together, or neither does. Returns the row as committed. */
-    async insertWithJob(row: NewDocument, job: QueuedJob): Promise<Omit<DocumentRow, 'original'>> {
+    /**
+     * The document and its ingestion job commit together, or neither does. Returns the row as
+     * committed, or undefined when the collection was deleted meanwhile (its deletion locks the
+     * row, so the two are ordered).
+     */
+    async insertWithJob(row: NewDocument, job: QueuedJob): Promise<Omit<DocumentRow, 'original'> | undefined> {
       return db.transaction(async (tx) => {
+        const live = await queryRows(
+          tx,
+          sql`select 1 from collections where id = ${row.collectionId} and deleted_at is null for key share`,
+        );
+        if (live.length === 0) return undefined;
         const [created] = await tx.insert(documents).values(row).returning(columns);
         if (!created) throw new Error('insert returned no row');
         await tx.insert(ingestionJobs).values({ id: job.id, documentId: row.id, keyId: job.keyId });
@@ -174,7 +183,7 @@ export function createDocumentsRepository(db: Db) {
         .select(summary)
         .from(documents)
         .innerJoin(collections, eq(collections.id, documents.collectionId))
-        .where(eq(documents.id, id))
+        .where(and(eq(documents.id, id), isNull(collections.deletedAt)))
         .limit(1);
       return row;
     },

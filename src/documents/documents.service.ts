@@ -107,6 +107,8 @@ export function createDocumentsService({ repo, collections, onQueued, settled }:
         if (winner) throw duplicate(winner.id);
         throw error;
       }
+      // The collection was deleted since it was looked up.
+      if (created === undefined) throw notFound('Collection not found');
       onQueued();
       // The row as committed: a worker may already have claimed it by now.
       return toDocumentRecord({ ...created, collectionName: collection.name });

@@ -155,7 +155,7 @@ export function createJobsRepository(db: Db, { slicing = COMMIT_SLICING }: { sli
                    coalesce(j.original, d.original) as original, coalesce(j.metadata, d.metadata) as metadata,
                    c.embedding_provider, c.embedding_model_resolved, c.dimensions, j.key_id
             from ingestion_jobs j join documents d on d.id = j.document_id join collections c on c.id = d.collection_id
-            where j.id = ${job.jobId}`,
+            where j.id = ${job.jobId} and c.deleted_at is null`,
       );
       if (!row) return undefined;
       return {

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from '../../src/db/orm.ts';
+import { queryRows } from '../../src/db/client.ts';
 import { loadConfig, type WebhookConfig } from '../../src/config.ts';
 import { isPublicAddress } from '../../src/webhooks/target.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
@@ -192,15 +193,29 @@ describe('webhooks', () => {
     await t.request(`/api/v1/webhooks/${hook.id}`, { method: 'DELETE', key });
   });
 
-  it('delivers document.deleted and collection.deleted', async () => {
-    await createCollection(t, 'doomed');
+  it('delivers document.deleted and collection.deleted, once each', async () => {
+    const { id } = await createCollection(t, 'doomed');
     const hook = await register(t.adminKey, { events: ['document.deleted', 'collection.deleted'] });
     const docId = await upload('doomed', 'f.txt');
+    await upload('doomed', 'g.txt');
     await t.request(`/api/v1/rag/documents/${docId}`, { method: 'DELETE' });
     await t.request('/api/v1/rag/collections/doomed', { method: 'DELETE' });
     await until('both events', () => (received.length >= 2 ? true : undefined));
     expect(events('document.deleted')[0]?.payload.data).toMatchObject({ document_id: docId, collection: 'doomed' });
-    expect(events('collection.deleted')[0]?.payload.data).toMatchObject({ collection: 'doomed' });
+    expect(events('collection.deleted')[0]?.payload.data).toMatchObject({ collection: 'doomed', collection_id: id });
+    // The purger deleting g.txt and then the collection's row announces neither again.
+    await until('the collection purged', async () => {
+      const [row] = await queryRows<{ n: number }>(
+        t.database.db,
+        sql`select count(*)::int as n from collections where id = ${id}`,
+      );
+      return row?.n === 0;
+    });
+    const queued = await queryRows<{ event: string }>(
+      t.database.db,
+      sql`select event from webhook_deliveries where endpoint_id = ${hook.id} order by event`,
+    );
+    expect(queued.map((d) => d.event)).toEqual(['collection.deleted', 'document.deleted']);
     await t.request(`/api/v1/webhooks/${hook.id}`, { method: 'DELETE' });
   });
 
