@@ -4,14 +4,15 @@
  * a client sends a `/healthz` and a `rag_search` on `probe` one after another, idle for a few
  * seconds, then while `bench` is deleted, until its rows are gone (the server's "deleted
  * collection purged" log line; a server without it removed them before answering the DELETE),
- * and a little after. Printed: the DELETE's own latency, the probes' latencies idle and during,
+ * and for BENCH_TAIL_SECONDS (35) after, while the dead rows are vacuumed. Printed: the DELETE's own latency, the probes' latencies idle and during,
  * and how long the rows took to go.
  *
  *   MODELS_DIR=… node bench/ingestion/delete-stall.ts [DATA_DIR] [server root]
  *
  * DATA_DIR: an embedded data directory holding a collection `bench` (kept by this bench with
  * BENCH_KEEP_DATA=1, or by responsiveness.ts), copied afresh for the run. Without it, BENCH_DOCS
- * (2000) SciFact abstracts are ingested into `bench` first — on the PostgreSQL server of
+ * (2000) SciFact abstracts are ingested into `bench` first (with BENCH_KEEP_DATA=1 only that, into
+ * a new embedded data directory that is kept, for runs given it) — on the PostgreSQL server of
  * BENCH_DATABASE_URL when set (a database of its own, dropped after), else on a new embedded one.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -31,6 +32,10 @@ const serverRoot = path.resolve(serverRootArg ?? root);
 const purges = existsSync(path.join(serverRoot, 'src/collections/purge.ts'));
 const DOCS = Number(process.env.BENCH_DOCS ?? 2_000);
 const IDLE_MS = 3_000;
+/** Probing goes on this long after the rows are gone (BENCH_TAIL_SECONDS, 35). */
+const TAIL_MS = Number(process.env.BENCH_TAIL_SECONDS ?? 35) * 1_000;
+/** BENCH_KEEP_DATA=1 without DATA_DIR: only ingest `bench` into a new embedded data directory, and keep it. */
+const KEEP_ONLY = process.env.BENCH_KEEP_DATA === '1';
 const adminKey = `bench_admin_${'x'.repeat(32)}`;
 const corpus = sharedJsonLines<{ _id: string; title: string; text: string }>('scifact/corpus.jsonl');
 const queries = sharedJsonLines<{ text: string }>('scifact/queries.jsonl').map((q) => q.text);
@@ -142,6 +147,10 @@ async function probe(server: Server, until: Promise<unknown>) {
 async function run(label: string, env: Record<string, string>, seeded: boolean) {
   const server = await startServer(env);
   try {
+    if (KEEP_ONLY) {
+      await ingest(server, 'bench', corpus.slice(0, DOCS));
+      return undefined;
+    }
     const chunks = seeded
       ? (await call<{ chunk_count: number }>(server, 'GET', '/api/v1/rag/collections/bench')).chunk_count
       : await ingest(server, 'bench', corpus.slice(0, DOCS));
@@ -160,6 +169,9 @@ async function run(label: string, env: Record<string, string>, seeded: boolean) 
       return line;
     })();
     const [during, line] = await Promise.all([probe(server, deleted), deleted]);
+    // What the dead rows cost after: the embedded database's maintenance vacuums them (a pass
+    // every 30 s, once background work has been quiet for 2 s); autovacuum on a server.
+    const after = await probe(server, sleep(TAIL_MS));
     const recreate = performance.now();
     await call(server, 'POST', '/api/v1/rag/collections', { name: 'bench' });
     const recreateMs = performance.now() - recreate;
@@ -172,36 +184,39 @@ async function run(label: string, env: Record<string, string>, seeded: boolean) 
       recreate_same_name_ms: Math.round(recreateMs * 10) / 10,
       idle,
       during,
+      after,
     };
   } finally {
     await stopServer(server);
   }
 }
 
-const results = [];
+const results: NonNullable<Awaited<ReturnType<typeof run>>>[] = [];
 if (sourceDir) {
   const copy = mkdtempSync(path.join(tmpdir(), 'ragport-delete-bench-'));
   cpSync(sourceDir, copy, { recursive: true });
   try {
-    results.push(await run('embedded (PGlite)', { DATA_DIR: copy }, true));
+    const r = await run('embedded (PGlite)', { DATA_DIR: copy }, true);
+    if (r) results.push(r);
   } finally {
     rmSync(copy, { recursive: true, force: true });
   }
 } else if (process.env.BENCH_DATABASE_URL) {
-  results.push(
-    await withScratchDatabase(process.env.BENCH_DATABASE_URL, 'ragport_delete_bench', (url) =>
-      run('PostgreSQL server', { DATABASE_URL: url }, false),
-    ),
+  const r = await withScratchDatabase(process.env.BENCH_DATABASE_URL, 'ragport_delete_bench', (url) =>
+    run('PostgreSQL server', { DATABASE_URL: url }, false),
   );
+  if (r) results.push(r);
 } else {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'ragport-delete-bench-'));
   try {
-    results.push(await run('embedded (PGlite)', { DATA_DIR: dataDir }, false));
+    const r = await run('embedded (PGlite)', { DATA_DIR: dataDir }, false);
+    if (r) results.push(r);
   } finally {
-    if (process.env.BENCH_KEEP_DATA) console.error(`kept ${dataDir}`);
+    if (KEEP_ONLY) console.error(`kept ${dataDir}`);
     else rmSync(dataDir, { recursive: true, force: true });
   }
 }
+if (KEEP_ONLY) process.exit(0);
 
 const label = process.env.BENCH_LABEL ?? path.basename(serverRoot);
 const ms = (s: { p50: number; p99: number; max: number }) => `${s.p50} / ${s.p99} / ${s.max}`;
@@ -210,12 +225,13 @@ console.log(
     'Probes p50 / p99 / max ms, one /healthz and one rag_search on another collection after another.\n',
 );
 console.log(
-  '| database | chunks deleted | DELETE answered ms | rows gone after ms | /healthz idle | /healthz during | rag_search idle | rag_search during | same name again ms |',
+  '| database | chunks deleted | DELETE answered ms | rows gone after ms | /healthz idle | /healthz during | /healthz after | rag_search idle | rag_search during | rag_search after | same name again ms |',
 );
-console.log('|---|---|---|---|---|---|---|---|---|');
+console.log('|---|---|---|---|---|---|---|---|---|---|---|');
 for (const r of results)
   console.log(
-    `| ${r.database} | ${r.chunks} | ${r.delete_ms} | ${r.rows_gone_ms} | ${ms(r.idle.healthz)} | ${ms(r.during.healthz)} | ${ms(r.idle.rag_search)} | ${ms(r.during.rag_search)} | ${r.recreate_same_name_ms} |`,
+    `| ${r.database} | ${r.chunks} | ${r.delete_ms} | ${r.rows_gone_ms} | ${ms(r.idle.healthz)} | ${ms(r.during.healthz)} | ${ms(r.after.healthz)} | ` +
+      `${ms(r.idle.rag_search)} | ${ms(r.during.rag_search)} | ${ms(r.after.rag_search)} | ${r.recreate_same_name_ms} |`,
   );
 saveResults(`delete-stall-${label}`, { label, docs: DOCS, load: loadavg(), results });
 process.exit(0);

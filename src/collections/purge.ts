@@ -69,8 +69,10 @@ const slices: { table: string; slice: (collectionId: string, rows: number) => Re
   {
     table: 'term_stats',
     slice: (id, rows) =>
-      sql`with gone as (delete from term_stats where collection_id = ${id} and term in
-            (select term from term_stats where collection_id = ${id} limit ${sql.raw(String(rows))}) returning 1)
+      // `= any(array(…))`: looked up in the primary key; `in (…)` was planned as a scan of every
+      // collection's statistics (~15 ms a slice, whatever its size).
+      sql`with gone as (delete from term_stats where collection_id = ${id} and term = any(array(
+            select term from term_stats where collection_id = ${id} limit ${sql.raw(String(rows))})) returning 1)
           select count(*)::int as n from gone`,
   },
 ];
@@ -108,8 +110,10 @@ export function createCollectionPurger(deps: CollectionPurgerDeps): CollectionPu
         const deleted = gone?.n ?? 0;
         removed[table] += deleted;
         deps.onSlice?.(table, deleted);
+        const ms = performance.now() - at;
+        logger.debug({ collection_id: doomed.id, table, rows: deleted, ms: Math.round(ms * 10) / 10 }, 'purge slice');
         if (deleted === 0) break;
-        rows = nextRows(rows, deleted, performance.now() - at);
+        rows = nextRows(rows, deleted, ms);
       }
     }
     // Whatever a worker wrote meanwhile goes by cascade; the row was announced deleted when it was marked.

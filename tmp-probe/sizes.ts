@@ -1,0 +1,11 @@
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { openPglite, queryRows } from '../src/db/client.ts';
+import { sql } from '../src/db/orm.ts';
+const copy = mkdtempSync(path.join(tmpdir(), 'vac-'));
+cpSync(process.argv[2]!, copy, { recursive: true });
+const db = await openPglite(path.join(copy, 'pg'));
+console.log(await queryRows(db.db, sql`select c.relname, pg_relation_size(c.oid)/8192 as pages from pg_class c where relname like 'chunk%' or relname like 'term%' order by 2 desc limit 12`));
+await db.close();
+rmSync(copy, { recursive: true, force: true });
