@@ -10,7 +10,9 @@
  *   MODELS_DIR=… node bench/ingestion/delete-stall.ts [DATA_DIR] [server root]
  *
  * DATA_DIR: an embedded data directory holding a collection `bench` (kept by this bench with
- * BENCH_KEEP_DATA=1, or by responsiveness.ts), copied afresh for the run. Without it, BENCH_DOCS
+ * BENCH_KEEP_DATA=1, or by responsiveness.ts), copied afresh for the run.
+ * With BENCH_ONE_DOCUMENT=1, `bench` is (or is ingested as) one markdown document of the abstracts,
+ * and that document is deleted instead of the collection. Without DATA_DIR, BENCH_DOCS
  * (2000) SciFact abstracts are ingested into `bench` first (with BENCH_KEEP_DATA=1 only that, into
  * a new embedded data directory that is kept, for runs given it) — on the PostgreSQL server of
  * BENCH_DATABASE_URL when set (a database of its own, dropped after), else on a new embedded one.
@@ -36,6 +38,8 @@ const IDLE_MS = 3_000;
 const TAIL_MS = Number(process.env.BENCH_TAIL_SECONDS ?? 35) * 1_000;
 /** BENCH_KEEP_DATA=1 without DATA_DIR: only ingest `bench` into a new embedded data directory, and keep it. */
 const KEEP_ONLY = process.env.BENCH_KEEP_DATA === '1';
+/** BENCH_ONE_DOCUMENT=1: `bench` holds (or is ingested as) one markdown document of the abstracts, and that document is deleted. */
+const ONE_DOCUMENT = process.env.BENCH_ONE_DOCUMENT === '1';
 const adminKey = `bench_admin_${'x'.repeat(32)}`;
 const corpus = sharedJsonLines<{ _id: string; title: string; text: string }>('scifact/corpus.jsonl');
 const queries = sharedJsonLines<{ text: string }>('scifact/queries.jsonl').map((q) => q.text);
@@ -95,10 +99,20 @@ async function call<T>(server: Server, method: string, route: string, body?: unk
   return answer.body;
 }
 
-/** Uploads the abstracts to `collection` and waits until all are processed; its chunk count. */
-async function ingest(server: Server, collection: string, docs: typeof corpus): Promise<number> {
+/**
+ * Uploads the abstracts to `collection` (one document each, or with `asOne` one markdown document
+ * of them all) and waits until all are processed; its chunk count.
+ */
+async function ingest(server: Server, collection: string, docs: typeof corpus, asOne = false): Promise<number> {
   await call(server, 'POST', '/api/v1/rag/collections', { name: collection });
-  await pool(docs, 8, (doc) =>
+  if (asOne) {
+    await call(server, 'POST', `/api/v1/rag/collections/${collection}/documents`, {
+      name: 'abstracts.md',
+      content: docs.map((d) => `## ${d.title}\n\n${d.text}`).join('\n\n'),
+    });
+    docs = docs.slice(0, 1);
+  }
+  await pool(asOne ? [] : docs, 8, (doc) =>
     call(server, 'POST', `/api/v1/rag/collections/${collection}/documents`, {
       name: `${doc._id}.txt`,
       content: doc.text,
@@ -148,12 +162,20 @@ async function run(label: string, env: Record<string, string>, seeded: boolean) 
   const server = await startServer(env);
   try {
     if (KEEP_ONLY) {
-      await ingest(server, 'bench', corpus.slice(0, DOCS));
+      await ingest(server, 'bench', corpus.slice(0, DOCS), ONE_DOCUMENT);
       return undefined;
     }
-    const chunks = seeded
-      ? (await call<{ chunk_count: number }>(server, 'GET', '/api/v1/rag/collections/bench')).chunk_count
-      : await ingest(server, 'bench', corpus.slice(0, DOCS));
+    if (!seeded) await ingest(server, 'bench', corpus.slice(0, DOCS), ONE_DOCUMENT);
+    // What is deleted: the collection, or its largest document.
+    const { documents } = await call<{ documents: { id: string; chunk_count: number }[] }>(
+      server,
+      'GET',
+      '/api/v1/rag/collections/bench/documents?page_size=100',
+    );
+    const largest = documents.reduce((a, b) => (b.chunk_count > a.chunk_count ? b : a));
+    const chunks = ONE_DOCUMENT
+      ? largest.chunk_count
+      : (await call<{ chunk_count: number }>(server, 'GET', '/api/v1/rag/collections/bench')).chunk_count;
     await ingest(server, 'probe', corpus.slice(-50));
     await sleep(8_000); // the embedded database's first maintenance pass, after start
     const idle = await probe(server, sleep(IDLE_MS));
@@ -161,10 +183,14 @@ async function run(label: string, env: Record<string, string>, seeded: boolean) 
     let deleteMs = NaN;
     let goneMs = NaN;
     const deleted = (async () => {
-      await call(server, 'DELETE', '/api/v1/rag/collections/bench');
+      await call(
+        server,
+        'DELETE',
+        ONE_DOCUMENT ? `/api/v1/rag/documents/${largest.id}` : '/api/v1/rag/collections/bench',
+      );
       deleteMs = performance.now() - started;
-      // A server without a purger has removed everything by now.
-      const line = purges ? await server.purged : undefined;
+      // A document's rows are gone when its DELETE answers, and a collection's on a server without a purger.
+      const line = purges && !ONE_DOCUMENT ? await server.purged : undefined;
       goneMs = performance.now() - started;
       return line;
     })();
@@ -173,7 +199,7 @@ async function run(label: string, env: Record<string, string>, seeded: boolean) 
     // every 30 s, once background work has been quiet for 2 s); autovacuum on a server.
     const after = await probe(server, sleep(TAIL_MS));
     const recreate = performance.now();
-    await call(server, 'POST', '/api/v1/rag/collections', { name: 'bench' });
+    if (!ONE_DOCUMENT) await call(server, 'POST', '/api/v1/rag/collections', { name: 'bench' });
     const recreateMs = performance.now() - recreate;
     return {
       database: label,
@@ -221,7 +247,7 @@ if (KEEP_ONLY) process.exit(0);
 const label = process.env.BENCH_LABEL ?? path.basename(serverRoot);
 const ms = (s: { p50: number; p99: number; max: number }) => `${s.p50} / ${s.p99} / ${s.max}`;
 console.log(
-  `\nDeleting a large collection (${label}); ${cpus().length} cores, load ${loadavg()[0]?.toFixed(1)}. ` +
+  `\nDeleting a large ${ONE_DOCUMENT ? 'document' : 'collection'} (${label}); ${cpus().length} cores, load ${loadavg()[0]?.toFixed(1)}. ` +
     'Probes p50 / p99 / max ms, one /healthz and one rag_search on another collection after another.\n',
 );
 console.log(
@@ -233,5 +259,5 @@ for (const r of results)
     `| ${r.database} | ${r.chunks} | ${r.delete_ms} | ${r.rows_gone_ms} | ${ms(r.idle.healthz)} | ${ms(r.during.healthz)} | ${ms(r.after.healthz)} | ` +
       `${ms(r.idle.rag_search)} | ${ms(r.during.rag_search)} | ${ms(r.after.rag_search)} | ${r.recreate_same_name_ms} |`,
   );
-saveResults(`delete-stall-${label}`, { label, docs: DOCS, load: loadavg(), results });
+saveResults(`delete-stall-${label}`, { label, docs: DOCS, one_document: ONE_DOCUMENT, load: loadavg(), results });
 process.exit(0);

@@ -2,6 +2,8 @@ import type { Logger } from 'pino';
 import { sql } from '../db/orm.ts';
 import { queryRows, type Db } from '../db/client.ts';
 import { runInBackground } from '../db/priority.ts';
+import { nextSliceRows, type Slicing } from '../db/slicing.ts';
+import { createDocumentsRepository } from '../documents/documents.repository.ts';
 
 /**
  * Removes deleted collections' rows (collections.repository.ts `markDeleted`) in short
@@ -15,22 +17,16 @@ import { runInBackground } from '../db/priority.ts';
  * is finished by the next purger to look (at start, then every `pollMs`); two purgers of one
  * collection only share the work.
  */
-export interface PurgeSlicing {
-  /** About how long one transaction may take. */
-  sliceMs: number;
-  /** Rows of a table's first slice. */
-  firstRows: number;
-  /** Most rows of any slice. */
-  maxRows: number;
-}
-
-export const PURGE_SLICING: PurgeSlicing = { sliceMs: 20, firstRows: 64, maxRows: 5_000 };
+export const PURGE_SLICING: Slicing = { sliceMs: 20, firstRows: 64, maxRows: 5_000 };
 
 export interface CollectionPurger {
   start(): void;
   /** A collection was deleted: look now instead of at the next poll. */
   wake(): void;
-  /** Purges every deleted collection now, whether started or not (tests, tools); resolves to how many. */
+  /**
+   * Purges every deleted collection, and finishes deleting large documents whose deletion was
+   * interrupted, now, whether started or not (tests, tools); resolves to how many of either.
+   */
   runOnce(): Promise<number>;
   /** Stops after the slice under way. */
   stop(): Promise<void>;
@@ -39,7 +35,7 @@ export interface CollectionPurger {
 export interface CollectionPurgerDeps {
   db: Db;
   logger: Logger;
-  slicing?: PurgeSlicing;
+  slicing?: Slicing;
   pollMs?: number;
   /** Called after each slice with the table and the rows it deleted (observability, tests). */
   onSlice?: (table: string, rows: number) => void;
@@ -81,18 +77,13 @@ export function createCollectionPurger(deps: CollectionPurgerDeps): CollectionPu
   const { db, logger } = deps;
   const slicing = deps.slicing ?? PURGE_SLICING;
   const pollMs = deps.pollMs ?? 60_000;
+  const documents = createDocumentsRepository(db);
   let running = false;
   let stopping = false;
   let wakeUp: (() => void) | undefined;
   let woken = false;
   let loop: Promise<void> | undefined;
   let pass: Promise<number> | undefined;
-
-  const nextRows = (rows: number, deleted: number, ms: number) => {
-    if (deleted < rows) return rows;
-    const perRow = Math.max(ms, 0.1) / deleted;
-    return Math.max(1, Math.min(slicing.maxRows, Math.round(slicing.sliceMs / perRow), rows * 4));
-  };
 
   /** Every row of one deleted collection, then the collection. */
   const purge = async (doomed: Doomed) => {
@@ -113,7 +104,7 @@ export function createCollectionPurger(deps: CollectionPurgerDeps): CollectionPu
         const ms = performance.now() - at;
         logger.debug({ collection_id: doomed.id, table, rows: deleted, ms: Math.round(ms * 10) / 10 }, 'purge slice');
         if (deleted === 0) break;
-        rows = nextRows(rows, deleted, ms);
+        rows = nextSliceRows(slicing, rows, deleted, ms);
       }
     }
     // Whatever a worker wrote meanwhile goes by cascade; the row was announced deleted when it was marked.
@@ -134,6 +125,19 @@ export function createCollectionPurger(deps: CollectionPurgerDeps): CollectionPu
     return true;
   };
 
+  /** Large documents whose deletion a stop or a crash interrupted (documents.repository.ts `delete`). */
+  const finishDocuments = async () => {
+    let finished = 0;
+    while (!stopping) {
+      const hidden = await runInBackground(() => documents.hiddenForRemoval(), 'polling');
+      if (hidden === undefined) break;
+      await documents.removeHidden(hidden.documentId, hidden.collectionId);
+      logger.info({ document_id: hidden.documentId }, 'interrupted document deletion finished');
+      finished++;
+    }
+    return finished;
+  };
+
   const runOnce = () =>
     (pass ??= (async () => {
       let purged = 0;
@@ -147,9 +151,11 @@ export function createCollectionPurger(deps: CollectionPurgerDeps): CollectionPu
               ),
             'polling',
           );
-          if (doomed === undefined || !(await purge(doomed))) return purged;
+          if (doomed === undefined) break;
+          if (!(await purge(doomed))) return purged;
           purged++;
         }
+        return purged + (await finishDocuments());
       } finally {
         pass = undefined;
       }

@@ -142,6 +142,38 @@ export function createIndexRepository(db: Db) {
     },
 
     /**
+     * Hides every chunk of the document from searches at once, as a version being written hides
+     * its own (a staging record from chunk 0: every id is above it), for `removeHiddenSlice` to
+     * remove a slice at a time. A version being written is hidden with the rest.
+     */
+    async hideDocument(documentId: string, collectionId: string, tx: Db): Promise<void> {
+      await tx.execute(sql`
+        insert into chunk_staging (document_id, collection_id, first_chunk_id) values (${documentId}, ${collectionId}, 0)
+        on conflict (document_id) do update set first_chunk_id = 0`);
+    },
+
+    /**
+     * Removes up to `rows` chunks of a hidden document (lowest ids first) with their postings and
+     * statistics; how many. 0 when none are left, or when it is no longer hidden whole (a replace
+     * began writing a new version meanwhile).
+     */
+    async removeHiddenSlice(documentId: string, collectionId: string, rows: number, tx: Db): Promise<number> {
+      const [staged] = await queryRows<{ first_chunk_id: string | number }>(
+        tx,
+        sql`select first_chunk_id from chunk_staging where document_id = ${documentId} for update`,
+      );
+      if (staged === undefined || Number(staged.first_chunk_id) !== 0) return 0;
+      const [range] = await queryRows<{ first: string | number | null; last: string | number | null; n: number }>(
+        tx,
+        sql`select min(id) as first, max(id) as last, count(*)::int as n
+            from (select id from chunks where document_id = ${documentId} order by id limit ${sql.raw(String(Math.max(1, Math.trunc(rows))))}) c`,
+      );
+      if (range === undefined || range.n === 0) return 0;
+      await removeChunks(documentId, collectionId, tx, { from: Number(range.first), below: Number(range.last) + 1 });
+      return range.n;
+    },
+
+    /**
      * The document's chunks become exactly `chunks`: the old set goes and the new one comes in the
      * caller's transaction, so a search sees one set or the other, never both and never neither.
      * `has_chunks: false` (read under the document's lock) skips removing a set that is not there,

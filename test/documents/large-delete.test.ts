@@ -1,0 +1,142 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from '../../src/db/orm.ts';
+import { queryRows } from '../../src/db/client.ts';
+import { createCollectionPurger } from '../../src/collections/purge.ts';
+import { createDocumentsRepository, DOCUMENT_REMOVAL } from '../../src/documents/documents.repository.ts';
+import { createLogger } from '../../src/logging.ts';
+import { createIndexRepository } from '../../src/retrieval/index.repository.ts';
+import { startTestApp, type TestApp } from '../support/app.ts';
+import { createCollection, waitForDocument } from '../support/documents.ts';
+import { sharedJsonLines } from '../support/fixtures.ts';
+import { indexBookkeeping } from '../support/index-stats.ts';
+
+/**
+ * A document of many chunks is deleted in short transactions (src/documents/documents.repository.ts
+ * `delete`): its chunks hidden from searches at once, removed a slice at a time, the row last; a
+ * deletion interrupted half-way is finished by the purger.
+ */
+const abstracts = sharedJsonLines<{ title: string; text: string }>('scifact/corpus.jsonl');
+
+let t: TestApp;
+let collectionId: string;
+beforeAll(async () => {
+  t = await startTestApp();
+  collectionId = (await createCollection(t, 'big')).id;
+});
+afterAll(async () => {
+  await t.close();
+});
+
+async function upload(name: string, from: number, count: number) {
+  const content = abstracts
+    .slice(from, from + count)
+    .map((a) => `## ${a.title}\n\n${a.text}`)
+    .join('\n\n');
+  const r = await t.request('/api/v1/rag/collections/big/documents', { method: 'POST', json: { name, content } });
+  expect(r.status).toBe(202);
+  const doc = await waitForDocument(t, ((await r.json()) as { id: string }).id, undefined, 120_000);
+  expect(doc.status).toBe('processed');
+  return doc;
+}
+
+/** Chunk contents every search mode returns for the query, over the whole collection. */
+async function found(query: string): Promise<Set<string>> {
+  const contents = new Set<string>();
+  for (const mode of ['dense', 'keyword', 'hybrid']) {
+    const r = await t.request('/api/v1/agent/tool-calling', {
+      method: 'POST',
+      json: {
+        tool_name: 'rag_search',
+        parameters: { query, collection: 'big', mode, top_k: 50, similarity_threshold: -1 },
+      },
+    });
+    expect(r.status).toBe(200);
+    for (const hit of ((await r.json()) as { results: { content: string }[] }).results) contents.add(hit.content);
+  }
+  return contents;
+}
+
+async function consistent() {
+  const row = await indexBookkeeping(t.database.db, 'big');
+  expect(row.stats_chunks).toBe(row.chunks);
+  expect(row.stats_terms).toBe(row.terms);
+  expect(row.postings).toBe(row.terms);
+  expect(row.drift).toEqual([]);
+  return row;
+}
+
+const chunksOf = async (documentId: string) =>
+  (
+    await queryRows<{ n: number }>(
+      t.database.db,
+      sql`select count(*)::int as n from chunks where document_id = ${documentId}`,
+    )
+  )[0]?.n;
+
+describe('deleting a document of many chunks', () => {
+  it('through the API: gone, with its chunks, postings and statistics, the rest untouched', async () => {
+    const kept = await upload('kept.md', 0, 5);
+    // More chunks than one transaction removes.
+    const large = await upload('large.md', 100, 70);
+    expect(large.chunk_count).toBeGreaterThan(DOCUMENT_REMOVAL.above);
+    const del = await t.request(`/api/v1/rag/documents/${large.id}`, { method: 'DELETE' });
+    expect(del.status).toBe(200);
+    expect((await t.request(`/api/v1/rag/documents/${large.id}`)).status).toBe(404);
+    expect(await chunksOf(large.id)).toBe(0);
+    expect(await consistent()).toMatchObject({ chunks: kept.chunk_count, staged: 0 });
+    // The other document is still found.
+    const hits = await found(abstracts[2]!.title);
+    expect([...hits].some((c) => c.includes(abstracts[2]!.text.slice(0, 40)))).toBe(true);
+  }, 180_000);
+
+  it('in slices: hidden from every search at once, and finished by the purger after an interruption', async () => {
+    const doomed = await upload('doomed.md', 200, 12);
+    const before = await found(abstracts[205]!.title);
+    expect([...before].some((c) => c.includes(abstracts[205]!.text.slice(0, 40)))).toBe(true);
+
+    // What `delete` commits first for a large document, and what a crash right after leaves.
+    await t.database.db.transaction((tx) =>
+      createIndexRepository(t.database.db).hideDocument(doomed.id, collectionId, tx),
+    );
+    const hidden = await found(abstracts[205]!.title);
+    expect([...hidden].some((c) => c.includes(abstracts[205]!.text.slice(0, 40)))).toBe(false);
+    expect((await t.request(`/api/v1/rag/documents/${doomed.id}`)).status).toBe(200);
+
+    // Two chunks a transaction, from a purger as after a restart.
+    const slices = { above: 0, sliceMs: 60_000, firstRows: 2, maxRows: 2 };
+    const repo = createDocumentsRepository(t.database.db, slices);
+    const [staged] = await queryRows<{ first_chunk_id: string }>(
+      t.database.db,
+      sql`select first_chunk_id::text from chunk_staging where document_id = ${doomed.id}`,
+    );
+    expect(staged?.first_chunk_id).toBe('0');
+    expect(await repo.hiddenForRemoval()).toEqual({ documentId: doomed.id, collectionId });
+    const purger = createCollectionPurger({ db: t.database.db, logger: createLogger('silent') });
+    expect(await purger.runOnce()).toBe(1);
+    expect((await t.request(`/api/v1/rag/documents/${doomed.id}`)).status).toBe(404);
+    expect(await chunksOf(doomed.id)).toBe(0);
+    expect((await consistent()).staged).toBe(0);
+    expect(await purger.runOnce()).toBe(0);
+  }, 180_000);
+
+  it('removeHidden removes a slice per transaction and stops when the document is not hidden whole', async () => {
+    const doc = await upload('sliced.md', 300, 10);
+    const n = await chunksOf(doc.id);
+    const index = createIndexRepository(t.database.db);
+    // Not hidden: nothing removed.
+    expect(await t.database.db.transaction((tx) => index.removeHiddenSlice(doc.id, collectionId, 3, tx))).toBe(0);
+    await t.database.db.transaction((tx) => index.hideDocument(doc.id, collectionId, tx));
+    expect(await t.database.db.transaction((tx) => index.removeHiddenSlice(doc.id, collectionId, 3, tx))).toBe(3);
+    expect(await chunksOf(doc.id)).toBe((n as number) - 3);
+    // The statistics follow each slice.
+    await consistent();
+    // A replace beginning a new version takes the record over: the slices stop.
+    await t.database.db.execute(sql`update chunk_staging set first_chunk_id = 1 where document_id = ${doc.id}`);
+    expect(await t.database.db.transaction((tx) => index.removeHiddenSlice(doc.id, collectionId, 3, tx))).toBe(0);
+    // The deletion then removes what is left with the row.
+    const repo = createDocumentsRepository(t.database.db, { above: 0, sliceMs: 60_000, firstRows: 2, maxRows: 2 });
+    await repo.removeHidden(doc.id, collectionId);
+    expect(await chunksOf(doc.id)).toBe(0);
+    expect((await consistent()).staged).toBe(0);
+  }, 180_000);
+});
