@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { sql } from '../db/orm.ts';
 import { queryRows, type Db } from '../db/client.ts';
 import { runInBackground } from '../db/priority.ts';
-import { nextSliceRows, type Slicing } from '../db/slicing.ts';
+import { nextSliceRows, timed, type Slicing } from '../db/slicing.ts';
 import { createDocumentsRepository } from '../documents/documents.repository.ts';
 
 /**
@@ -95,13 +95,14 @@ export function createCollectionPurger(deps: CollectionPurgerDeps): CollectionPu
       removed[table] = 0;
       for (;;) {
         if (stopping) return false;
-        const at = performance.now();
-        const [gone] = await runInBackground(() => queryRows<{ n: number }>(db, slice(doomed.id, rows)));
+        const { value: deleted, ms } = await runInBackground(() =>
+          db.transaction((tx) =>
+            timed(async () => (await queryRows<{ n: number }>(tx, slice(doomed.id, rows)))[0]?.n ?? 0),
+          ),
+        );
         transactions++;
-        const deleted = gone?.n ?? 0;
         removed[table] += deleted;
         deps.onSlice?.(table, deleted);
-        const ms = performance.now() - at;
         logger.debug({ collection_id: doomed.id, table, rows: deleted, ms: Math.round(ms * 10) / 10 }, 'purge slice');
         if (deleted === 0) break;
         rows = nextSliceRows(slicing, rows, deleted, ms);

@@ -4,7 +4,7 @@ import { retryOnDeadlock } from '../db/errors.ts';
 import { collections } from '../db/schema/collections.ts';
 import { documents, type DocumentRow } from '../db/schema/documents.ts';
 import { ingestionJobs } from '../db/schema/jobs.ts';
-import { nextSliceRows, type Slicing } from '../db/slicing.ts';
+import { nextSliceRows, timed, type Slicing } from '../db/slicing.ts';
 import { runInBackground } from '../db/priority.ts';
 import { createIndexRepository } from '../retrieval/index.repository.ts';
 
@@ -81,7 +81,7 @@ export interface RemovalSlicing extends Slicing {
   above: number;
 }
 
-export const DOCUMENT_REMOVAL: RemovalSlicing = { above: 128, sliceMs: 20, firstRows: 64, maxRows: 2_000 };
+export const DOCUMENT_REMOVAL: RemovalSlicing = { above: 128, sliceMs: 20, firstRows: 16, maxRows: 2_000 };
 
 export function createDocumentsRepository(db: Db, removal: RemovalSlicing = DOCUMENT_REMOVAL) {
   const index = createIndexRepository(db);
@@ -94,12 +94,11 @@ export function createDocumentsRepository(db: Db, removal: RemovalSlicing = DOCU
   const removeHidden = async (id: string, collectionId: string): Promise<void> => {
     let rows = removal.firstRows;
     for (;;) {
-      const started = performance.now();
-      const removed = await runInBackground(() =>
-        retryOnDeadlock(() => db.transaction((tx) => index.removeHiddenSlice(id, collectionId, rows, tx))),
+      const { value: removed, ms } = await runInBackground(() =>
+        retryOnDeadlock(() => db.transaction((tx) => timed(() => index.removeHiddenSlice(id, collectionId, rows, tx)))),
       );
       if (removed === 0) break;
-      rows = nextSliceRows(removal, rows, removed, performance.now() - started);
+      rows = nextSliceRows(removal, rows, removed, ms);
     }
     await runInBackground(() =>
       retryOnDeadlock(() =>

@@ -1,5 +1,6 @@
 import { sql } from '../db/orm.ts';
 import { queryRows, type Db } from '../db/client.ts';
+import { timed } from '../db/slicing.ts';
 import type { IngestionStage } from '../db/schema/documents.ts';
 import { createIndexRepository, type IndexedChunk } from '../retrieval/index.repository.ts';
 
@@ -239,14 +240,17 @@ export function createJobsRepository(db: Db, { slicing = COMMIT_SLICING }: { sli
         if (signal?.aborted) return false;
         const slice = chunks.slice(at, at + size);
         at += slice.length;
-        const started = performance.now();
-        const added = await db.transaction(
-          async (tx) =>
-            (await lockJob(tx, job, workerId)) &&
-            (await index.addStaged(job.documentId, collectionId, model, slice, tx)),
+        // Timed inside the transaction: on the embedded database a slice first waits behind
+        // requests' statements, and counting that wait made slices smaller the busier it was.
+        const { value: added, ms } = await db.transaction((tx) =>
+          timed(
+            async () =>
+              (await lockJob(tx, job, workerId)) &&
+              (await index.addStaged(job.documentId, collectionId, model, slice, tx)),
+          ),
         );
         if (!added) return false;
-        const perChunk = Math.max(0.01, (performance.now() - started) / slice.length);
+        const perChunk = Math.max(0.01, ms / slice.length);
         size = Math.max(1, Math.min(slicing.maxSlice, Math.floor(slicing.sliceMs / perChunk)));
       }
       return db.transaction(async (tx) => {

@@ -153,7 +153,7 @@ export function createIndexRepository(db: Db) {
     },
 
     /**
-     * Removes up to `rows` chunks of a hidden document (lowest ids first) with their postings and
+     * Removes up to `rows` chunks of a hidden document (first positions first) with their postings and
      * statistics; how many. 0 when none are left, or when it is no longer hidden whole (a replace
      * began writing a new version meanwhile).
      */
@@ -163,14 +163,27 @@ export function createIndexRepository(db: Db) {
         sql`select first_chunk_id from chunk_staging where document_id = ${documentId} for update`,
       );
       if (staged === undefined || Number(staged.first_chunk_id) !== 0) return 0;
-      const [range] = await queryRows<{ first: string | number | null; last: string | number | null; n: number }>(
+      // Each statement by the chunks' ids: the whole-document forms (`removeChunks`) are planned as
+      // scans of the collection's chunks and term statistics, ~18 ms a slice whatever its size.
+      const doomed = await queryRows<{ id: string | number; term_count: number }>(
         tx,
-        sql`select min(id) as first, max(id) as last, count(*)::int as n
-            from (select id from chunks where document_id = ${documentId} order by id limit ${sql.raw(String(Math.max(1, Math.trunc(rows))))}) c`,
+        sql`select id, term_count from chunks where document_id = ${documentId}
+            order by position limit ${sql.raw(String(Math.max(1, Math.trunc(rows))))}`,
       );
-      if (range === undefined || range.n === 0) return 0;
-      await removeChunks(documentId, collectionId, tx, { from: Number(range.first), below: Number(range.last) + 1 });
-      return range.n;
+      if (doomed.length === 0) return 0;
+      const ids = sql.param(doomed.map((c) => Number(c.id)));
+      const terms = doomed.reduce((sum, c) => sum + Number(c.term_count), 0);
+      // The statistics row first (the lock order above).
+      await tx.execute(sql`
+        update collection_stats set chunk_count = chunk_count - ${doomed.length}, total_terms = total_terms - ${terms}
+        where collection_id = ${collectionId}`);
+      // An upsert, so that each term is looked up in the primary key (every term is there).
+      await tx.execute(sql`
+        insert into term_stats (collection_id, term, df)
+        select ${collectionId}, term, -count(*)::int from chunk_terms where chunk_id = any(${ids}::bigint[]) group by term
+        on conflict (collection_id, term) do update set df = term_stats.df + excluded.df`);
+      await tx.execute(sql`delete from chunks where id = any(${ids}::bigint[])`);
+      return doomed.length;
     },
 
     /**

@@ -8,7 +8,8 @@ import { createIndexRepository } from '../../src/retrieval/index.repository.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 import { createCollection, waitForDocument } from '../support/documents.ts';
 import { sharedJsonLines } from '../support/fixtures.ts';
-import { indexBookkeeping } from '../support/index-stats.ts';
+import { expectConsistentIndex } from '../support/index-stats.ts';
+import { foundContents } from '../support/search.ts';
 
 /**
  * A document of many chunks is deleted in short transactions (src/documents/documents.repository.ts
@@ -39,31 +40,8 @@ async function upload(name: string, from: number, count: number) {
   return doc;
 }
 
-/** Chunk contents every search mode returns for the query, over the whole collection. */
-async function found(query: string): Promise<Set<string>> {
-  const contents = new Set<string>();
-  for (const mode of ['dense', 'keyword', 'hybrid']) {
-    const r = await t.request('/api/v1/agent/tool-calling', {
-      method: 'POST',
-      json: {
-        tool_name: 'rag_search',
-        parameters: { query, collection: 'big', mode, top_k: 50, similarity_threshold: -1 },
-      },
-    });
-    expect(r.status).toBe(200);
-    for (const hit of ((await r.json()) as { results: { content: string }[] }).results) contents.add(hit.content);
-  }
-  return contents;
-}
-
-async function consistent() {
-  const row = await indexBookkeeping(t.database.db, 'big');
-  expect(row.stats_chunks).toBe(row.chunks);
-  expect(row.stats_terms).toBe(row.terms);
-  expect(row.postings).toBe(row.terms);
-  expect(row.drift).toEqual([]);
-  return row;
-}
+const found = (query: string) => foundContents(t, 'big', query);
+const consistent = () => expectConsistentIndex(t.database.db, 'big');
 
 const chunksOf = async (documentId: string) =>
   (

@@ -6,7 +6,8 @@ import { termFrequencies } from '../../src/retrieval/analyzer.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 import { openTestDatabase, type TestDatabase } from '../support/database.ts';
 import { createCollection, waitForDocument } from '../support/documents.ts';
-import { indexBookkeeping } from '../support/index-stats.ts';
+import { expectConsistentIndex } from '../support/index-stats.ts';
+import { foundContents } from '../support/search.ts';
 import { testEmbeddings } from '../support/embeddings.ts';
 import { sharedJsonLines } from '../support/fixtures.ts';
 
@@ -79,32 +80,10 @@ describe('a large document committed in slices', () => {
     return job;
   }
 
-  /** Every chunk content a search of each mode returns for the query. */
-  async function found(query: string): Promise<Set<string>> {
-    const contents = new Set<string>();
-    for (const mode of ['dense', 'keyword', 'hybrid']) {
-      const r = await t.request('/api/v1/agent/tool-calling', {
-        method: 'POST',
-        json: {
-          tool_name: 'rag_search',
-          parameters: { query, collection: 'slices', mode, top_k: 50, similarity_threshold: -1 },
-        },
-      });
-      expect(r.status).toBe(200);
-      for (const hit of ((await r.json()) as { results: { content: string }[] }).results) contents.add(hit.content);
-    }
-    return contents;
-  }
+  const found = (query: string) => foundContents(t, 'slices', query);
 
   /** The keyword statistics against the chunks and postings that exist, and what is left staged. */
-  async function bookkeeping() {
-    const row = await indexBookkeeping(t.database.db, 'slices');
-    expect(row.stats_chunks).toBe(row.chunks);
-    expect(row.stats_terms).toBe(row.terms);
-    expect(row.postings).toBe(row.terms);
-    expect(row.drift).toEqual([]);
-    return row;
-  }
+  const bookkeeping = () => expectConsistentIndex(t.database.db, 'slices');
 
   const upload = async (name: string) => {
     const r = await t.request('/api/v1/rag/collections/slices/documents', {

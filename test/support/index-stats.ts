@@ -1,3 +1,4 @@
+import { expect } from 'vitest';
 import { sql } from '../../src/db/orm.ts';
 import { queryRows, type Db } from '../../src/db/client.ts';
 
@@ -37,4 +38,14 @@ export async function indexBookkeeping(db: Db, collection: string) {
         where coalesce(s.df, 0) <> coalesce(p.n, 0)`,
   );
   return { ...row, drift };
+}
+
+/** The bookkeeping, asserted true: statistics equal to the chunks and postings they count, no term drifting. */
+export async function expectConsistentIndex(db: Db, collection: string) {
+  const row = await indexBookkeeping(db, collection);
+  expect(row.stats_chunks).toBe(row.chunks);
+  expect(row.stats_terms).toBe(row.terms);
+  expect(row.postings).toBe(row.terms);
+  expect(row.drift).toEqual([]);
+  return row;
 }
