@@ -2,10 +2,20 @@
 -- and a cascade from the collection's row walked the collection's whole range of the primary key,
 -- dead entries included, when the purger deleted that row last (~170 ms of the embedded database
 -- at 650,000 postings).
+-- chunk_retired: a replaced version of a document being removed in slices (src/retrieval/index.repository.ts).
+CREATE TABLE "chunk_retired" (
+	"document_id" text PRIMARY KEY NOT NULL,
+	"collection_id" text NOT NULL,
+	"below_chunk_id" bigint NOT NULL
+);
+--> statement-breakpoint
 ALTER TABLE "chunk_terms" DROP CONSTRAINT "chunk_terms_collection_id_collections_id_fk";
 --> statement-breakpoint
 DROP INDEX "collections_name_idx";--> statement-breakpoint
 ALTER TABLE "collections" ADD COLUMN "deleted_at" timestamp with time zone;--> statement-breakpoint
+ALTER TABLE "chunk_retired" ADD CONSTRAINT "chunk_retired_document_id_documents_id_fk" FOREIGN KEY ("document_id") REFERENCES "public"."documents"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "chunk_retired" ADD CONSTRAINT "chunk_retired_collection_id_collections_id_fk" FOREIGN KEY ("collection_id") REFERENCES "public"."collections"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
+CREATE INDEX "chunk_retired_collection_idx" ON "chunk_retired" USING btree ("collection_id");--> statement-breakpoint
 CREATE UNIQUE INDEX "collections_name_idx" ON "collections" USING btree ("name") WHERE "collections"."deleted_at" is null;--> statement-breakpoint
 -- Deleting a collection marks it (deleted_at) in one short transaction; its rows are removed
 -- afterwards in short ones (src/collections/purge.ts). collection.deleted is sent when it is

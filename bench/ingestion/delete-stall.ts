@@ -12,13 +12,14 @@
  * DATA_DIR: an embedded data directory holding a collection `bench` (kept by this bench with
  * BENCH_KEEP_DATA=1, or by responsiveness.ts), copied afresh for the run.
  * With BENCH_ONE_DOCUMENT=1, `bench` is (or is ingested as) one markdown document of the abstracts,
- * and that document is deleted instead of the collection. Without DATA_DIR, BENCH_DOCS
+ * and that document is deleted instead of the collection (with BENCH_REPLACE=1 replaced by as many
+ * other abstracts, until processed and its old version removed). Without DATA_DIR, BENCH_DOCS
  * (2000) SciFact abstracts are ingested into `bench` first (with BENCH_KEEP_DATA=1 only that, into
  * a new embedded data directory that is kept, for runs given it) — on the PostgreSQL server of
  * BENCH_DATABASE_URL when set (a database of its own, dropped after), else on a new embedded one.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -32,6 +33,8 @@ const [sourceDir, serverRootArg] = process.argv.slice(2);
 const serverRoot = path.resolve(serverRootArg ?? root);
 /** Whether the measured server removes a deleted collection's rows after answering (collections/purge.ts). */
 const purges = existsSync(path.join(serverRoot, 'src/collections/purge.ts'));
+/** Whether it removes a large replaced version after the replace commits. */
+const retires = readFileSync(path.join(serverRoot, 'src/ingestion/worker.ts'), 'utf8').includes('removeRetired');
 const DOCS = Number(process.env.BENCH_DOCS ?? 2_000);
 const IDLE_MS = 3_000;
 /** Probing goes on this long after the rows are gone (BENCH_TAIL_SECONDS, 35). */
@@ -39,7 +42,9 @@ const TAIL_MS = Number(process.env.BENCH_TAIL_SECONDS ?? 35) * 1_000;
 /** BENCH_KEEP_DATA=1 without DATA_DIR: only ingest `bench` into a new embedded data directory, and keep it. */
 const KEEP_ONLY = process.env.BENCH_KEEP_DATA === '1';
 /** BENCH_ONE_DOCUMENT=1: `bench` holds (or is ingested as) one markdown document of the abstracts, and that document is deleted. */
-const ONE_DOCUMENT = process.env.BENCH_ONE_DOCUMENT === '1';
+const ONE_DOCUMENT = process.env.BENCH_ONE_DOCUMENT === '1' || process.env.BENCH_REPLACE === '1';
+/** BENCH_REPLACE=1: that document is replaced by as many other abstracts instead of deleted. */
+const REPLACE = process.env.BENCH_REPLACE === '1';
 const adminKey = `bench_admin_${'x'.repeat(32)}`;
 const corpus = sharedJsonLines<{ _id: string; title: string; text: string }>('scifact/corpus.jsonl');
 const queries = sharedJsonLines<{ text: string }>('scifact/queries.jsonl').map((q) => q.text);
@@ -67,7 +72,7 @@ async function startServer(env: Record<string, string>): Promise<Server> {
   });
   const purged = new Promise<Record<string, unknown>>((resolve) => {
     createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
-      if (!line.includes('deleted collection purged')) return;
+      if (!line.includes(REPLACE ? 'replaced version removed' : 'deleted collection purged')) return;
       resolve(JSON.parse(line) as Record<string, unknown>);
     });
   });
@@ -183,14 +188,26 @@ async function run(label: string, env: Record<string, string>, seeded: boolean) 
     let deleteMs = NaN;
     let goneMs = NaN;
     const deleted = (async () => {
-      await call(
-        server,
-        'DELETE',
-        ONE_DOCUMENT ? `/api/v1/rag/documents/${largest.id}` : '/api/v1/rag/collections/bench',
-      );
+      if (REPLACE) {
+        await call(server, 'PUT', `/api/v1/rag/documents/${largest.id}`, {
+          name: 'abstracts.md',
+          content: corpus
+            .slice(DOCS, 2 * DOCS)
+            .map((d) => `## ${d.title}\n\n${d.text}`)
+            .join('\n\n'),
+        });
+        await call(server, 'GET', `/api/v1/rag/documents/${largest.id}?wait=true&timeout=300`);
+      } else {
+        await call(
+          server,
+          'DELETE',
+          ONE_DOCUMENT ? `/api/v1/rag/documents/${largest.id}` : '/api/v1/rag/collections/bench',
+        );
+      }
       deleteMs = performance.now() - started;
-      // A document's rows are gone when its DELETE answers, and a collection's on a server without a purger.
-      const line = purges && !ONE_DOCUMENT ? await server.purged : undefined;
+      // A document's rows are gone when its DELETE answers, and a collection's on a server without
+      // a purger; a replaced version's when the replace commits on a server that does not retire it.
+      const line = (purges && !ONE_DOCUMENT) || (REPLACE && retires) ? await server.purged : undefined;
       goneMs = performance.now() - started;
       return line;
     })();
@@ -247,7 +264,7 @@ if (KEEP_ONLY) process.exit(0);
 const label = process.env.BENCH_LABEL ?? path.basename(serverRoot);
 const ms = (s: { p50: number; p99: number; max: number }) => `${s.p50} / ${s.p99} / ${s.max}`;
 console.log(
-  `\nDeleting a large ${ONE_DOCUMENT ? 'document' : 'collection'} (${label}); ${cpus().length} cores, load ${loadavg()[0]?.toFixed(1)}. ` +
+  `\n${REPLACE ? 'Replacing' : 'Deleting'} a large ${ONE_DOCUMENT ? 'document' : 'collection'} (${label}); ${cpus().length} cores, load ${loadavg()[0]?.toFixed(1)}. ` +
     'Probes p50 / p99 / max ms, one /healthz and one rag_search on another collection after another.\n',
 );
 console.log(
@@ -259,5 +276,12 @@ for (const r of results)
     `| ${r.database} | ${r.chunks} | ${r.delete_ms} | ${r.rows_gone_ms} | ${ms(r.idle.healthz)} | ${ms(r.during.healthz)} | ${ms(r.after.healthz)} | ` +
       `${ms(r.idle.rag_search)} | ${ms(r.during.rag_search)} | ${ms(r.after.rag_search)} | ${r.recreate_same_name_ms} |`,
   );
-saveResults(`delete-stall-${label}`, { label, docs: DOCS, one_document: ONE_DOCUMENT, load: loadavg(), results });
+saveResults(`delete-stall-${label}`, {
+  label,
+  docs: DOCS,
+  one_document: ONE_DOCUMENT,
+  replace: REPLACE,
+  load: loadavg(),
+  results,
+});
 process.exit(0);

@@ -4,6 +4,7 @@ import { queryRows, type Db } from '../db/client.ts';
 import { runInBackground } from '../db/priority.ts';
 import { nextSliceRows, timed, type Slicing } from '../db/slicing.ts';
 import { createDocumentsRepository } from '../documents/documents.repository.ts';
+import { createIndexRepository } from '../retrieval/index.repository.ts';
 
 /**
  * Removes deleted collections' rows (collections.repository.ts `markDeleted`) in short
@@ -78,6 +79,7 @@ export function createCollectionPurger(deps: CollectionPurgerDeps): CollectionPu
   const slicing = deps.slicing ?? PURGE_SLICING;
   const pollMs = deps.pollMs ?? 60_000;
   const documents = createDocumentsRepository(db);
+  const index = createIndexRepository(db);
   let running = false;
   let stopping = false;
   let wakeUp: (() => void) | undefined;
@@ -126,7 +128,10 @@ export function createCollectionPurger(deps: CollectionPurgerDeps): CollectionPu
     return true;
   };
 
-  /** Large documents whose deletion a stop or a crash interrupted (documents.repository.ts `delete`). */
+  /**
+   * Large documents whose deletion a stop or a crash interrupted (documents.repository.ts
+   * `delete`), and replaced versions whose removal was (index.repository.ts `removeRetired`).
+   */
   const finishDocuments = async () => {
     let finished = 0;
     while (!stopping) {
@@ -134,6 +139,24 @@ export function createCollectionPurger(deps: CollectionPurgerDeps): CollectionPu
       if (hidden === undefined) break;
       await documents.removeHidden(hidden.documentId, hidden.collectionId);
       logger.info({ document_id: hidden.documentId }, 'interrupted document deletion finished');
+      finished++;
+    }
+    while (!stopping) {
+      const [retired] = await runInBackground(
+        () =>
+          queryRows<{ document_id: string }>(
+            db,
+            sql`select r.document_id from chunk_retired r
+                join collections c on c.id = r.collection_id and c.deleted_at is null limit 1`,
+          ),
+        'polling',
+      );
+      if (retired === undefined) break;
+      await index.removeRetired(retired.document_id);
+      logger.info(
+        { document_id: retired.document_id },
+        "interrupted removal of a document's replaced version finished",
+      );
       finished++;
     }
     return finished;

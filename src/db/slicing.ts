@@ -26,3 +26,21 @@ export async function timed<T>(work: () => Promise<T>): Promise<{ value: T; ms: 
   const value = await work();
   return { value, ms: performance.now() - started };
 }
+
+/**
+ * Runs `slice` with a row count sized from the last one's own time, until one removes nothing;
+ * the rows in all. Each slice returns how many rows it took and how long it ran (`timed`).
+ */
+export async function inSlices(
+  slicing: Slicing,
+  slice: (rows: number) => Promise<{ value: number; ms: number }>,
+): Promise<number> {
+  let rows = slicing.firstRows;
+  let total = 0;
+  for (;;) {
+    const { value, ms } = await slice(rows);
+    if (value === 0) return total;
+    total += value;
+    rows = nextSliceRows(slicing, rows, value, ms);
+  }
+}

@@ -4,7 +4,7 @@ import { retryOnDeadlock } from '../db/errors.ts';
 import { collections } from '../db/schema/collections.ts';
 import { documents, type DocumentRow } from '../db/schema/documents.ts';
 import { ingestionJobs } from '../db/schema/jobs.ts';
-import { nextSliceRows, timed, type Slicing } from '../db/slicing.ts';
+import { inSlices, timed, type Slicing } from '../db/slicing.ts';
 import { runInBackground } from '../db/priority.ts';
 import { createIndexRepository } from '../retrieval/index.repository.ts';
 
@@ -92,14 +92,11 @@ export function createDocumentsRepository(db: Db, removal: RemovalSlicing = DOCU
    * meanwhile wrote. Also how a deletion interrupted by a stop or a crash is finished (purge.ts).
    */
   const removeHidden = async (id: string, collectionId: string): Promise<void> => {
-    let rows = removal.firstRows;
-    for (;;) {
-      const { value: removed, ms } = await runInBackground(() =>
+    await inSlices(removal, (rows) =>
+      runInBackground(() =>
         retryOnDeadlock(() => db.transaction((tx) => timed(() => index.removeHiddenSlice(id, collectionId, rows, tx)))),
-      );
-      if (removed === 0) break;
-      rows = nextSliceRows(removal, rows, removed, ms);
-    }
+      ),
+    );
     await runInBackground(() =>
       retryOnDeadlock(() =>
         db.transaction(async (tx) => {

@@ -197,7 +197,9 @@ export function createJobsRepository(db: Db, { slicing = COMMIT_SLICING }: { sli
      * previous version or the new one, never both, never neither. A small document in one
      * transaction; a larger one a slice per transaction (`CommitSlicing`), hidden from searches
      * until the last one publishes it: on the embedded database a transaction holds the one
-     * session, and one document of 3,106 chunks held it 24 s while every request waited. Returns false
+     * session, and one document of 3,106 chunks held it 24 s while every request waited. A large
+     * version it replaces is hidden rather than removed ('retired': the caller removes it after,
+     * `removeRetired`). Returns false
      * when the job is no longer held, or `signal` was aborted between two slices (what was
      * written stays hidden, and the next attempt removes it).
      */
@@ -207,9 +209,10 @@ export function createJobsRepository(db: Db, { slicing = COMMIT_SLICING }: { sli
       model: string,
       chunks: readonly EmbeddedChunk[],
       signal?: AbortSignal,
-    ): Promise<boolean> {
+    ): Promise<false | 'done' | 'retired'> {
       if (chunks.length <= slicing.singleMax) {
-        return db.transaction(async (tx) => {
+        let retired = false;
+        const done = await db.transaction(async (tx) => {
           if (!(await lockJob(tx, job, workerId))) return false;
           // Whether any chunk is there to replace (a first upload has none, unless an attempt
           // that stopped midway left some): read under the document's lock, so none can appear meanwhile.
@@ -220,10 +223,11 @@ export function createJobsRepository(db: Db, { slicing = COMMIT_SLICING }: { sli
                 from documents d where id = ${job.documentId} for update`,
           );
           if (!doc) return false;
-          await index.replaceDocument(job.documentId, doc.collection_id, model, chunks, tx, doc);
+          retired = (await index.replaceDocument(job.documentId, doc.collection_id, model, chunks, tx, doc)).retired;
           await finish(tx, job, chunks.length);
           return true;
         });
+        return done && (retired ? 'retired' : 'done');
       }
       const collectionId = await db.transaction(async (tx) => {
         if (!(await lockJob(tx, job, workerId))) return undefined;
@@ -256,11 +260,15 @@ export function createJobsRepository(db: Db, { slicing = COMMIT_SLICING }: { sli
       return db.transaction(async (tx) => {
         if (!(await lockJob(tx, job, workerId))) return false;
         const [doc] = await queryRows(tx, sql`select id from documents where id = ${job.documentId} for update`);
-        if (!doc || !(await index.publishStaged(job.documentId, collectionId, tx))) return false;
+        const published = doc ? await index.publishStaged(job.documentId, collectionId, tx) : false;
+        if (!published) return false;
         await finish(tx, job, chunks.length);
-        return true;
+        return published === 'retired' ? 'retired' : 'done';
       });
     },
+
+    /** Removes the version a commit retired (`complete` answered 'retired'), a slice at a time. */
+    removeRetired: (documentId: string) => index.removeRetired(documentId),
 
     /** Retries later (document back to pending), or fails for good (document failed with the error). */
     async fail(job: ClaimedJob, workerId: string, error: string, retryInMs: number | null): Promise<void> {

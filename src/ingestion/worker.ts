@@ -186,9 +186,26 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
     }
     // Not held any more: a lost lease aborts the signal (the heartbeat saw it); otherwise the job
     // was cancelled or superseded since the last progress write.
-    if (!(await jobs.complete(job, id, model.name, embedded, signal)))
-      throw signal.aborted ? new LeaseLost() : new JobEnded();
+    const completed = await jobs.complete(job, id, model.name, embedded, signal);
+    if (!completed) throw signal.aborted ? new LeaseLost() : new JobEnded();
     log.info({ document_id: doc.id, chunks: chunks.length, attempt: job.attempts }, 'document processed');
+    // The version it replaced, hidden from searches already, removed a slice at a time; what a
+    // failure leaves, the purger finishes.
+    if (completed === 'retired') {
+      const started = performance.now();
+      await jobs.removeRetired(doc.id).then(
+        (chunks) =>
+          log.info(
+            { document_id: doc.id, chunks, duration_ms: Math.round(performance.now() - started) },
+            'replaced version removed',
+          ),
+        (error: unknown) =>
+          log.warn(
+            { err: error, document_id: doc.id },
+            'removing the replaced version failed; the purger will finish it',
+          ),
+      );
+    }
     return 'processed';
   };
 

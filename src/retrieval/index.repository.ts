@@ -1,7 +1,10 @@
 import type { SQL } from 'drizzle-orm';
 import { sql } from '../db/orm.ts';
 import { queryRows, type Db } from '../db/client.ts';
+import { retryOnDeadlock } from '../db/errors.ts';
+import { runInBackground } from '../db/priority.ts';
 import { chunks as chunksTable } from '../db/schema/chunks.ts';
+import { inSlices, timed, type Slicing } from '../db/slicing.ts';
 
 /** A chunk ready for the index: its text and place in the document, its vector and its BM25 terms. */
 export interface IndexedChunk {
@@ -18,6 +21,10 @@ export interface IndexedChunk {
 
 const INSERT_BATCH = 200;
 
+/** A replaced version of more chunks than this is removed in slices after the replace commits. */
+export const RETIRE_ABOVE = 128;
+export const RETIRE_SLICING: Slicing = { sliceMs: 20, firstRows: 16, maxRows: 2_000 };
+
 /**
  * The search index — chunks with their vectors, the BM25 postings, and the per-term and
  * per-collection statistics — written only here, so the four stay in step. Every method runs in
@@ -27,7 +34,8 @@ const INSERT_BATCH = 200;
  * Every writer of one collection's statistics locks its collection_stats row first, so they queue
  * on it and cannot deadlock on term_stats rows taken in different orders.
  */
-export function createIndexRepository(db: Db) {
+export function createIndexRepository(db: Db, options: { retireAbove?: number } = {}) {
+  const retireAbove = options.retireAbove ?? RETIRE_ABOVE;
   /** In the caller's transaction, or in one of its own: the statements of a change never commit apart. */
   const within = <T>(tx: Db | undefined, work: (tx: Db) => Promise<T>): Promise<T> =>
     tx === undefined ? db.transaction(work) : work(tx);
@@ -57,6 +65,80 @@ export function createIndexRepository(db: Db) {
             where chunk_id in (select id from chunks where ${ofDocument}) group by term) g
       where s.collection_id = ${collectionId} and s.term = g.term`);
     await tx.execute(sql`delete from chunks where ${ofDocument}`);
+  };
+
+  /**
+   * Up to `rows` of a document's chunks (all of them, or those below `below`), first positions
+   * first (read through the document's index: `order by id` was planned as a walk of the primary
+   * key from the collection's first chunk), with their postings and statistics, by the chunks' ids: `removeChunks`' whole-document
+   * statements are planned as scans of the collection's chunks and term statistics, ~18 ms a
+   * slice whatever its size. How many went.
+   */
+  const removeSlice = async (
+    documentId: string,
+    collectionId: string,
+    rows: number,
+    tx: Db,
+    below?: number,
+  ): Promise<number> => {
+    const doomed = await queryRows<{ id: string | number; term_count: number }>(
+      tx,
+      sql`select id, term_count from chunks
+          where document_id = ${documentId} ${below === undefined ? sql`` : sql`and id < ${below}`}
+          order by position limit ${sql.raw(String(Math.max(1, Math.trunc(rows))))}`,
+    );
+    if (doomed.length === 0) return 0;
+    const ids = sql.param(doomed.map((c) => Number(c.id)));
+    const terms = doomed.reduce((sum, c) => sum + Number(c.term_count), 0);
+    // The statistics row first (the lock order above).
+    await tx.execute(sql`
+      update collection_stats set chunk_count = chunk_count - ${doomed.length}, total_terms = total_terms - ${terms}
+      where collection_id = ${collectionId}`);
+    // An upsert, so that each term is looked up in the primary key (every term is there).
+    await tx.execute(sql`
+      insert into term_stats (collection_id, term, df)
+      select ${collectionId}, term, -count(*)::int from chunk_terms where chunk_id = any(${ids}::bigint[]) group by term
+      on conflict (collection_id, term) do update set df = term_stats.df + excluded.df`);
+    await tx.execute(sql`delete from chunks where id = any(${ids}::bigint[])`);
+    return doomed.length;
+  };
+
+  /**
+   * The document's chunks below `below` (a version just replaced): removed now when there are at
+   * most `retireAbove`, else hidden from searches at once (`chunk_retired`) and left for
+   * `removeRetired`, a slice per transaction: one transaction removing 3,106 chunks held the
+   * embedded database ~0.5 s. Whether they were left (retired).
+   */
+  const removeOrRetire = async (documentId: string, collectionId: string, below: number, tx: Db): Promise<boolean> => {
+    const [old] = await queryRows<{ n: number }>(
+      tx,
+      sql`select count(*)::int as n from chunks where document_id = ${documentId} and id < ${below}`,
+    );
+    if ((old?.n ?? 0) <= retireAbove) {
+      await removeChunks(documentId, collectionId, tx, { below });
+      // An earlier version still being removed went with it.
+      await tx.execute(sql`delete from chunk_retired where document_id = ${documentId}`);
+      return false;
+    }
+    await tx.execute(sql`
+      insert into chunk_retired (document_id, collection_id, below_chunk_id) values (${documentId}, ${collectionId}, ${below})
+      on conflict (document_id) do update set below_chunk_id = greatest(chunk_retired.below_chunk_id, excluded.below_chunk_id)`);
+    return true;
+  };
+
+  /**
+   * Removes up to `rows` chunks of a document's retired version (`removeOrRetire`) with their postings and statistics; how many. When none are left the record goes too,
+   * and it is 0.
+   */
+  const removeRetiredSlice = async (documentId: string, rows: number, tx: Db): Promise<number> => {
+    const [retired] = await queryRows<{ below_chunk_id: string | number; collection_id: string }>(
+      tx,
+      sql`select below_chunk_id, collection_id from chunk_retired where document_id = ${documentId} for update`,
+    );
+    if (retired === undefined) return 0;
+    const removed = await removeSlice(documentId, retired.collection_id, rows, tx, Number(retired.below_chunk_id));
+    if (removed === 0) await tx.execute(sql`delete from chunk_retired where document_id = ${documentId}`);
+    return removed;
   };
 
   /** Removes the unfinished version of a document being written in slices, if there is one. */
@@ -163,27 +245,18 @@ export function createIndexRepository(db: Db) {
         sql`select first_chunk_id from chunk_staging where document_id = ${documentId} for update`,
       );
       if (staged === undefined || Number(staged.first_chunk_id) !== 0) return 0;
-      // Each statement by the chunks' ids: the whole-document forms (`removeChunks`) are planned as
-      // scans of the collection's chunks and term statistics, ~18 ms a slice whatever its size.
-      const doomed = await queryRows<{ id: string | number; term_count: number }>(
-        tx,
-        sql`select id, term_count from chunks where document_id = ${documentId}
-            order by position limit ${sql.raw(String(Math.max(1, Math.trunc(rows))))}`,
+      return removeSlice(documentId, collectionId, rows, tx);
+    },
+
+    removeRetiredSlice,
+
+    /** Removes a document's retired version a slice per transaction (background work), then its record. */
+    async removeRetired(documentId: string, slicing: Slicing = RETIRE_SLICING): Promise<number> {
+      return inSlices(slicing, (rows) =>
+        runInBackground(() =>
+          retryOnDeadlock(() => db.transaction((tx) => timed(() => removeRetiredSlice(documentId, rows, tx)))),
+        ),
       );
-      if (doomed.length === 0) return 0;
-      const ids = sql.param(doomed.map((c) => Number(c.id)));
-      const terms = doomed.reduce((sum, c) => sum + Number(c.term_count), 0);
-      // The statistics row first (the lock order above).
-      await tx.execute(sql`
-        update collection_stats set chunk_count = chunk_count - ${doomed.length}, total_terms = total_terms - ${terms}
-        where collection_id = ${collectionId}`);
-      // An upsert, so that each term is looked up in the primary key (every term is there).
-      await tx.execute(sql`
-        insert into term_stats (collection_id, term, df)
-        select ${collectionId}, term, -count(*)::int from chunk_terms where chunk_id = any(${ids}::bigint[]) group by term
-        on conflict (collection_id, term) do update set df = term_stats.df + excluded.df`);
-      await tx.execute(sql`delete from chunks where id = any(${ids}::bigint[])`);
-      return doomed.length;
     },
 
     /**
@@ -191,7 +264,8 @@ export function createIndexRepository(db: Db) {
      * caller's transaction, so a search sees one set or the other, never both and never neither.
      * `has_chunks: false` (read under the document's lock) skips removing a set that is not there,
      * `staged: false` the record of an unfinished version written in slices by an earlier attempt
-     * (whose chunks go with the old set).
+     * (whose chunks go with the old set). A large old set is hidden instead (`retired`), for
+     * `removeRetired`.
      */
     async replaceDocument(
       documentId: string,
@@ -200,11 +274,20 @@ export function createIndexRepository(db: Db) {
       chunks: readonly IndexedChunk[],
       tx?: Db,
       present: { has_chunks: boolean; staged: boolean } = { has_chunks: true, staged: true },
-    ): Promise<void> {
-      await within(tx, async (t) => {
+    ): Promise<{ retired: boolean }> {
+      return within(tx, async (t) => {
         if (present.staged) await t.execute(sql`delete from chunk_staging where document_id = ${documentId}`);
-        if (present.has_chunks) await removeChunks(documentId, collectionId, t);
+        let retired = false;
+        if (present.has_chunks) {
+          // Every chunk there now is below the next id; every new one at or above it.
+          const [next] = await queryRows<{ id: string | number }>(
+            t,
+            sql`select nextval(pg_get_serial_sequence('chunks', 'id')) as id`,
+          );
+          retired = await removeOrRetire(documentId, collectionId, Number(next?.id), t);
+        }
         await addDocument(documentId, collectionId, model, chunks, t);
+        return { retired };
       });
     },
 
@@ -240,16 +323,18 @@ export function createIndexRepository(db: Db) {
 
     /**
      * The version being written becomes the document's, and the previous one goes, in the
-     * caller's transaction; false when there is no such version (dropped meanwhile).
+     * caller's transaction (`retired`: hidden, to be removed in slices by `removeRetired`); false
+     * when there is no such version (dropped meanwhile).
      */
-    async publishStaged(documentId: string, collectionId: string, tx: Db): Promise<boolean> {
+    async publishStaged(documentId: string, collectionId: string, tx: Db): Promise<false | 'published' | 'retired'> {
       const [staged] = await queryRows<{ first_chunk_id: string | number }>(
         tx,
         sql`delete from chunk_staging where document_id = ${documentId} returning first_chunk_id`,
       );
       if (!staged) return false;
-      await removeChunks(documentId, collectionId, tx, { below: Number(staged.first_chunk_id) });
-      return true;
+      return (await removeOrRetire(documentId, collectionId, Number(staged.first_chunk_id), tx))
+        ? 'retired'
+        : 'published';
     },
 
     /** Removes the unfinished version of a document, if any (its job failed or will be retried). */
@@ -261,13 +346,18 @@ export function createIndexRepository(db: Db) {
 
 /**
  * The ids of a collection's chunks that searches must leave out: versions still being written in
- * slices (`beginStaged`). Uncorrelated, so PostgreSQL hashes it once per statement; with nothing
- * being written it reads one empty index. Lateral, so each staged document's chunks are read
+ * slices (`beginStaged`), documents being deleted in slices (`hideDocument`), and replaced
+ * versions still being removed in slices (`chunk_retired`). Uncorrelated, so PostgreSQL hashes it
+ * once per statement; with nothing being written or removed it reads two empty indexes. Lateral, so each staged document's chunks are read
  * through the document's index (a plain join was planned as a scan of every chunk).
  */
 export const hiddenChunkIds = (collectionId: SQL) =>
   sql`select c.id from chunk_staging s
       cross join lateral (select id from chunks where document_id = s.document_id and id >= s.first_chunk_id) c
-      where s.collection_id = ${collectionId}`;
+      where s.collection_id = ${collectionId}
+      union all
+      select c.id from chunk_retired r
+      cross join lateral (select id from chunks where document_id = r.document_id and id < r.below_chunk_id) c
+      where r.collection_id = ${collectionId}`;
 
 export type IndexRepository = ReturnType<typeof createIndexRepository>;

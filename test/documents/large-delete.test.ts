@@ -4,10 +4,13 @@ import { queryRows } from '../../src/db/client.ts';
 import { createCollectionPurger } from '../../src/collections/purge.ts';
 import { createDocumentsRepository, DOCUMENT_REMOVAL } from '../../src/documents/documents.repository.ts';
 import { createLogger } from '../../src/logging.ts';
-import { createIndexRepository } from '../../src/retrieval/index.repository.ts';
+import { createIndexRepository, RETIRE_ABOVE } from '../../src/retrieval/index.repository.ts';
+import { termFrequencies } from '../../src/retrieval/analyzer.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 import { createCollection, waitForDocument } from '../support/documents.ts';
 import { sharedJsonLines } from '../support/fixtures.ts';
+import { testEmbeddings } from '../support/embeddings.ts';
+import { until } from '../support/poll.ts';
 import { expectConsistentIndex } from '../support/index-stats.ts';
 import { foundContents } from '../support/search.ts';
 
@@ -116,5 +119,80 @@ describe('deleting a document of many chunks', () => {
     await repo.removeHidden(doc.id, collectionId);
     expect(await chunksOf(doc.id)).toBe(0);
     expect((await consistent()).staged).toBe(0);
+  }, 180_000);
+});
+
+describe('replacing a document of many chunks', () => {
+  const retiredRows = async () =>
+    (await queryRows<{ n: number }>(t.database.db, sql`select count(*)::int as n from chunk_retired`))[0]?.n;
+
+  it('through the API: the new version at once, the old one removed after, the statistics exact', async () => {
+    const doc = await upload('handbook.md', 400, 70);
+    expect(doc.chunk_count).toBeGreaterThan(RETIRE_ABOVE);
+    const oldText = abstracts[420]!.text.slice(0, 40);
+    expect([...(await found(abstracts[420]!.title))].some((c) => c.includes(oldText))).toBe(true);
+    const content = abstracts
+      .slice(500, 570)
+      .map((a) => `## ${a.title}\n\n${a.text}`)
+      .join('\n\n');
+    const put = await t.request(`/api/v1/rag/documents/${doc.id}`, {
+      method: 'PUT',
+      json: { name: 'handbook.md', content },
+    });
+    expect(put.status).toBe(202);
+    const replaced = await waitForDocument(t, doc.id, undefined, 120_000);
+    expect(replaced).toMatchObject({ status: 'processed', version: 2 });
+    // Searches never see the old version again, whether or not its chunks are gone yet.
+    expect([...(await found(abstracts[420]!.title))].some((c) => c.includes(oldText))).toBe(false);
+    expect([...(await found(abstracts[520]!.title))].some((c) => c.includes(abstracts[520]!.text.slice(0, 40)))).toBe(
+      true,
+    );
+    await until('the old version removed', async () => (await retiredRows()) === 0);
+    expect(await chunksOf(doc.id)).toBe(replaced.chunk_count);
+    await consistent();
+  }, 180_000);
+
+  it('a retired version is hidden at once, and the purger finishes its removal after an interruption', async () => {
+    const doc = await upload('retire.md', 600, 8);
+    const before = await chunksOf(doc.id);
+    const oldText = abstracts[603]!.text.slice(0, 40);
+    // A replace committed by a repository that retires any old set of more than 2 chunks, and
+    // nothing removing it after: what a worker stopped right after its commit leaves.
+    const model = await (
+      await testEmbeddings()
+    ).forCollection({ provider: 'local', model: 'sentence-transformers/all-MiniLM-L6-v2', dimensions: 384 });
+    if (!model.ok) throw new Error(model.message);
+    const texts = [
+      'Gannets dive from thirty metres into the sea.',
+      'Puffins carry several fish crosswise in their bills.',
+    ];
+    const { vectors } = await model.model.embed(texts, { priority: 'bulk' });
+    const chunks = texts.map((content, position) => {
+      const { tf, length } = termFrequencies(content);
+      return {
+        position,
+        startChar: 0,
+        endChar: content.length,
+        tokenCount: 12,
+        content,
+        embedding: vectors[position] as Float32Array,
+        terms: tf,
+        termCount: length,
+      };
+    });
+    const index = createIndexRepository(t.database.db, { retireAbove: 2 });
+    expect(await index.replaceDocument(doc.id, collectionId, model.model.name, chunks)).toEqual({ retired: true });
+    expect(await retiredRows()).toBe(1);
+    expect(await chunksOf(doc.id)).toBe((before as number) + 2);
+    const now = await found('gannets dive into the sea');
+    expect(now).toContain(texts[0]);
+    expect([...(await found(abstracts[603]!.title))].some((c) => c.includes(oldText))).toBe(false);
+
+    const purger = createCollectionPurger({ db: t.database.db, logger: createLogger('silent') });
+    expect(await purger.runOnce()).toBe(1);
+    expect(await retiredRows()).toBe(0);
+    expect(await chunksOf(doc.id)).toBe(2);
+    expect(await found('gannets dive into the sea')).toContain(texts[0]);
+    await consistent();
   }, 180_000);
 });

@@ -124,7 +124,7 @@ describe('a large document committed in slices', () => {
     );
 
     // The same attempt goes on to the end: the half written before is dropped, not doubled.
-    expect(await jobs().complete(job, worker, 'm', first)).toBe(true);
+    expect(await jobs().complete(job, worker, 'm', first)).toBe('done');
     let doc = await waitForDocument(t, id);
     expect(doc).toMatchObject({ status: 'processed', chunk_count: 12 });
     for (const query of [v1[0], v1[11]] as string[]) {
@@ -152,7 +152,7 @@ describe('a large document committed in slices', () => {
     expect(doc).toMatchObject({ chunk_count: 12, version: 1 });
 
     // Published: the new version alone, the old one gone from the index and the statistics.
-    expect(await jobs().complete(job, worker, 'm', second)).toBe(true);
+    expect(await jobs().complete(job, worker, 'm', second)).toBe('done');
     doc = await waitForDocument(t, id);
     expect(doc).toMatchObject({ status: 'processed', chunk_count: 7, version: 2, name: 'big-v2.txt' });
     for (const query of [v2[0], v2[6], v1[0]] as string[]) {
@@ -172,7 +172,7 @@ describe('a large document committed in slices', () => {
     );
     // A first slice of one chunk, then three at a time (the size follows the time a slice took).
     const growing = { singleMax: 1, firstSlice: 1, sliceMs: 1e9, maxSlice: 3 };
-    expect(await jobs(growing).complete(job, worker, 'm', chunks)).toBe(true);
+    expect(await jobs(growing).complete(job, worker, 'm', chunks)).toBe('done');
     const rows = await queryRows<{ position: number }>(
       t.database.db,
       sql`select position from chunks where document_id = ${id} order by position`,
@@ -187,7 +187,7 @@ describe('a large document committed in slices', () => {
     const texts = abstracts.slice(12, 16).map((a) => a.text);
     expect(await jobs().complete(job, worker, 'm', await chunksOf(job, texts), stopAfter(0))).toBe(false);
     // The retry's content fits one transaction (at most `singleMax` chunks).
-    expect(await jobs().complete(job, worker, 'm', await chunksOf(job, texts.slice(0, 2)))).toBe(true);
+    expect(await jobs().complete(job, worker, 'm', await chunksOf(job, texts.slice(0, 2)))).toBe('done');
     const hits = await found(texts[0] as string);
     expect(hits).toContain(texts[0]);
     expect(await bookkeeping()).toMatchObject({ staged: 0 });

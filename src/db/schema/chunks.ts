@@ -48,3 +48,23 @@ export const chunkStaging = pgTable(
   },
   (t) => [index('chunk_staging_collection_idx').on(t.collectionId)],
 );
+
+/**
+ * A document whose replaced version is being removed in several transactions (more than
+ * RETIRE_ABOVE chunks, so that no one transaction holds the database for long): its chunks with
+ * ids below `belowChunkId` are that version, which searches leave out; each slice removes some,
+ * and the last one this row.
+ */
+export const chunkRetired = pgTable(
+  'chunk_retired',
+  {
+    documentId: text('document_id')
+      .primaryKey()
+      .references(() => documents.id, { onDelete: 'cascade' }),
+    collectionId: text('collection_id')
+      .notNull()
+      .references(() => collections.id, { onDelete: 'cascade' }),
+    belowChunkId: bigint('below_chunk_id', { mode: 'number' }).notNull(),
+  },
+  (t) => [index('chunk_retired_collection_idx').on(t.collectionId)],
+);
