@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { sql } from '../db/orm.ts';
 import { queryRows, type Db } from '../db/client.ts';
 import { runInBackground } from '../db/priority.ts';
-import { nextSliceRows, timed, type Slicing } from '../db/slicing.ts';
+import { inSlices, timed, type Slicing } from '../db/slicing.ts';
 import { createDocumentsRepository } from '../documents/documents.repository.ts';
 import { createIndexRepository } from '../retrieval/index.repository.ts';
 
@@ -93,22 +93,22 @@ export function createCollectionPurger(deps: CollectionPurgerDeps): CollectionPu
     const removed: Record<string, number> = {};
     let transactions = 0;
     for (const { table, slice } of slices) {
-      let rows = slicing.firstRows;
-      removed[table] = 0;
-      for (;;) {
-        if (stopping) return false;
-        const { value: deleted, ms } = await runInBackground(() =>
+      removed[table] = await inSlices(slicing, async (rows) => {
+        if (stopping) return { value: 0, ms: 0 };
+        const done = await runInBackground(() =>
           db.transaction((tx) =>
             timed(async () => (await queryRows<{ n: number }>(tx, slice(doomed.id, rows)))[0]?.n ?? 0),
           ),
         );
         transactions++;
-        removed[table] += deleted;
-        deps.onSlice?.(table, deleted);
-        logger.debug({ collection_id: doomed.id, table, rows: deleted, ms: Math.round(ms * 10) / 10 }, 'purge slice');
-        if (deleted === 0) break;
-        rows = nextSliceRows(slicing, rows, deleted, ms);
-      }
+        deps.onSlice?.(table, done.value);
+        logger.debug(
+          { collection_id: doomed.id, table, rows: done.value, ms: Math.round(done.ms * 10) / 10 },
+          'purge slice',
+        );
+        return done;
+      });
+      if (stopping) return false;
     }
     // Whatever a worker wrote meanwhile goes by cascade; the row was announced deleted when it was marked.
     await runInBackground(() =>
