@@ -69,8 +69,9 @@ export const envSchema = z.object({
   RETRIEVAL_KEYWORD_WEIGHT: z.coerce.number().min(0).max(10).optional(),
   BM25_K1: z.coerce.number().min(0).max(10).default(0.9),
   BM25_B: z.coerce.number().min(0).max(1).default(0.4),
-  BM25_TERM_POSTINGS: z.coerce.number().int().min(0).default(2000),
+  BM25_TERM_POSTINGS: z.coerce.number().int().min(0).default(500),
   RETRIEVAL_EXACT_BELOW: z.coerce.number().int().min(0).default(10_000),
+  RETRIEVAL_CANDIDATES: z.coerce.number().int().min(1).max(1000).default(50),
   BRAVE_SEARCH_API_KEY: z.string().min(1).optional(),
   BRAVE_SEARCH_BASE_URL: z.url().default('https://api.search.brave.com'),
   SEARXNG_URL: z.url().optional(),
@@ -209,6 +210,7 @@ const configSchema = (env: NodeJS.ProcessEnv) =>
         },
         bm25: { k1: e.BM25_K1, b: e.BM25_B, termPostings: e.BM25_TERM_POSTINGS },
         exactBelow: e.RETRIEVAL_EXACT_BELOW,
+        candidates: e.RETRIEVAL_CANDIDATES,
         efSearch: e.HNSW_EF_SEARCH,
       },
       /** Providers, aliases and reliability settings from RAGPORT_CONFIG and OPENAI_*. */

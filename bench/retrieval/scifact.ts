@@ -122,7 +122,7 @@ const rankings: Record<string, Map<string, string[]>> = {};
 const latencies: Record<string, number[]> = {};
 const metrics: Record<string, { ndcg10: number; recall100: number }> = {};
 /** Every query of a split through rag_search in one mode: the document rankings, latencies and metrics. */
-async function evaluate(mode: (typeof modes)[number], set = queries) {
+async function evaluate(mode: (typeof modes)[number], set = queries, topK = 100) {
   const ranking = new Map<string, string[]>();
   const times: number[] = [];
   await pool(set, 4, async (q) => {
@@ -133,7 +133,7 @@ async function evaluate(mode: (typeof modes)[number], set = queries) {
       '/api/v1/agent/tool-calling',
       {
         tool_name: 'rag_search',
-        parameters: { query: q.text, collection, top_k: 100, similarity_threshold: 0, mode },
+        parameters: { query: q.text, collection, top_k: topK, similarity_threshold: 0, mode },
       },
     );
     times.push(performance.now() - start);
@@ -161,7 +161,32 @@ const uncapped = {
   keyword: (await evaluate('keyword')).quality,
   hybrid: (await evaluate('hybrid')).quality,
 };
+// nDCG@10 under each cap at top_k 10, as a client asks (the legs' candidates are then 100 each,
+// not the 400 of top_k 100), on the train and the test queries.
+const capSweep: { cap: number; split: string; keyword_ndcg10: number; hybrid_ndcg10: number }[] = [];
+for (const termPostings of [0, 250, 500, 1000, 2000]) {
+  server.config.retrieval.bm25.termPostings = termPostings;
+  for (const [name, set] of [['train', trainQueries], ['test', queries]] as const) {
+    capSweep.push({
+      cap: termPostings,
+      split: name,
+      keyword_ndcg10: (await evaluate('keyword', set, 10)).quality.ndcg10,
+      hybrid_ndcg10: (await evaluate('hybrid', set, 10)).quality.ndcg10,
+    });
+  }
+}
 server.config.retrieval.bm25.termPostings = cap;
+
+// Hybrid nDCG@10 at top_k 10 under each RETRIEVAL_CANDIDATES (each leg's candidates for fusion).
+const candidates = server.config.retrieval.candidates;
+const candidateSweep: { candidates: number; split: string; hybrid_ndcg10: number }[] = [];
+for (const n of [25, 50, 100, 200]) {
+  server.config.retrieval.candidates = n;
+  for (const [name, set] of [['train', trainQueries], ['test', queries]] as const) {
+    candidateSweep.push({ candidates: n, split: name, hybrid_ndcg10: (await evaluate('hybrid', set, 10)).quality.ndcg10 });
+  }
+}
+server.config.retrieval.candidates = candidates;
 
 // Fusion settings through the service itself: chosen on the train queries, reported on test.
 const retrieval = server.config.retrieval;
@@ -205,6 +230,8 @@ const report = {
   ingest,
   quality: metrics,
   quality_without_term_postings_cap: uncapped,
+  term_postings_sweep_top_k_10: capSweep,
+  candidates_sweep_top_k_10: candidateSweep,
   latency_ms: Object.fromEntries(
     modes.map((m) => [
       m,
@@ -229,6 +256,18 @@ for (const m of modes) {
 console.log(
   `BM25 reading every posting (cap ${cap} off): keyword ${uncapped.keyword.ndcg10.toFixed(4)}, hybrid ${uncapped.hybrid.ndcg10.toFixed(4)} nDCG@10`,
 );
+console.log(`\nBM25_TERM_POSTINGS at top_k 10 (nDCG@10; 0 reads every posting; default ${cap})`);
+console.log('cap    split  keyword  hybrid');
+for (const r of capSweep)
+  console.log(
+    `${String(r.cap).padEnd(5)}  ${r.split.padEnd(5)}  ${r.keyword_ndcg10.toFixed(4)}   ${r.hybrid_ndcg10.toFixed(4)}`,
+  );
+console.log(`\nRETRIEVAL_CANDIDATES at top_k 10 (hybrid nDCG@10; each leg's candidates are max(4 x top_k, this); default ${candidates})`);
+console.log('candidates  train   test');
+for (const n of new Set(candidateSweep.map((r) => r.candidates))) {
+  const at = (split: string) => candidateSweep.find((r) => r.candidates === n && r.split === split)?.hybrid_ndcg10.toFixed(4);
+  console.log(`${String(n).padEnd(10)}  ${at('train')}  ${at('test')}`);
+}
 const defaultSetting =
   defaults.fusion === 'score'
     ? `score ${defaults.weights.dense}/${defaults.weights.keyword}`

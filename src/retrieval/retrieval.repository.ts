@@ -239,15 +239,18 @@ export function createRetrievalRepository(db: Db, options: RetrievalRepositoryOp
       // Every candidate of either leg gets its exact BM25 from its own postings: the capped scan
       // picked candidates, but a candidate it cut from one term's list would otherwise be scored
       // without that term. A candidate's postings are read by chunk id (an index-only scan of a few
-      // contiguous entries) and matched to the query's terms; `offset 0` keeps the planner from
-      // probing the term-ordered indexes instead, whose posting lists it cannot see the length of.
-      // Candidates whose exact BM25 the keyword leg already has are not scored again.
+      // contiguous entries) and matched to the query's terms through `df` (which holds them, with
+      // their counts in the query): one hash of the terms for all candidates, where a join through
+      // `qt` as well was planned as a hash built per candidate. `offset 0` keeps the planner from
+      // probing the term-ordered indexes instead, whose posting lists it cannot see the length of
+      // (a server read each term's whole list). Candidates whose exact BM25 the keyword leg already
+      // has are not scored again.
       const rescored = useKeyword
         ? sql`select cand.id, sum(${bm25}) as score
               from (select id from dense where id not in (select id from keyword where score is not null)
                     union select id from keyword where score is null) cand
               cross join lateral (select term, tf, length from chunk_terms p where p.chunk_id = cand.id offset 0) p
-              join qt on qt.term = p.term join df on df.term = qt.term cross join st
+              join df on df.term = p.term cross join st
               group by cand.id
               union all
               select id, score from keyword where score is not null`
@@ -278,12 +281,16 @@ export function createRetrievalRepository(db: Db, options: RetrievalRepositoryOp
           select coalesce(d.id, k.id) as id,
                  row_number() over (partition by d.id is null order by d.dist, d.id) as dense_rank,
                  row_number() over (partition by k.id is null order by r.score desc nulls last, k.id) as keyword_rank,
-                 r.score as bm25, d.id is not null as in_dense, k.id is not null as in_keyword
+                 r.score as bm25, d.dist, d.id is not null as in_dense, k.id is not null as in_keyword
           from dense d full outer join keyword k on k.id = d.id
           left join rescored r on r.id = coalesce(d.id, k.id)),
+        -- The dense leg's candidates have their distance already; only the others read their vector.
         scored as (
-          select s.*, (1 - (c.embedding::vector(${dim}) <=> (select v from qv)))::float8 as similarity
-          from candidates s join chunks c on c.id = s.id),
+          select s.*,
+                 coalesce(1 - s.dist,
+                          (select 1 - (c.embedding::vector(${dim}) <=> (select v from qv)) from chunks c where c.id = s.id)
+                 )::float8 as similarity
+          from candidates s),
         fused as (
           select s.id, s.similarity, s.bm25,
                  ${fusion} as fused

@@ -199,7 +199,8 @@ describe.skipIf(process.env.TEST_DATABASE_URL)('unfiltered searches on the embed
       ...(node.Plans ?? []).flatMap(limits),
     ];
     const [{ Plan: root }] = explained?.rows[0]?.['QUERY PLAN'] as [{ Plan: PlanNode }];
-    // The dense leg's candidates (max(4 × top_k, 100)) and top_k.
-    expect(limits(root).sort((a, b) => a - b)).toEqual([TOP_K, 100]);
+    // The dense leg's candidates (max(4 × top_k, RETRIEVAL_CANDIDATES)) and top_k.
+    const candidates = Math.max(4 * TOP_K, t.config.retrieval.candidates);
+    expect(limits(root).sort((a, b) => a - b)).toEqual([TOP_K, candidates].sort((a, b) => a - b));
   });
 });
