@@ -69,7 +69,7 @@ export const envSchema = z.object({
   RETRIEVAL_KEYWORD_WEIGHT: z.coerce.number().min(0).max(10).optional(),
   BM25_K1: z.coerce.number().min(0).max(10).default(0.9),
   BM25_B: z.coerce.number().min(0).max(1).default(0.4),
-  BM25_TERM_POSTINGS: z.coerce.number().int().min(0).default(500),
+  BM25_TERM_POSTINGS: z.coerce.number().int().min(0).default(2000),
   RETRIEVAL_EXACT_BELOW: z.coerce.number().int().min(0).default(10_000),
   RETRIEVAL_CANDIDATES: z.coerce.number().int().min(1).max(1000).default(50),
   BRAVE_SEARCH_API_KEY: z.string().min(1).optional(),

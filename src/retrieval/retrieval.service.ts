@@ -17,6 +17,8 @@ export interface RetrievalSettings {
   bm25: { k1: number; b: number; termPostings: number };
   /** Filtered searches over at most this many chunks are exact instead of approximate. */
   exactBelow: number;
+  /** Candidates each leg contributes to fusion: this many, or 4 × top_k when that is more. */
+  candidates: number;
   efSearch: number;
 }
 
@@ -84,7 +86,7 @@ export function createRetrievalService({ repo, collections, embeddings, settings
     const terms = [...counts].map(([term, count]) => ({ term, count }));
     // With a rerank stage the fused list is cut at its candidate count, then reranked to top_k.
     const fusedK = request.rerank ? Math.max(request.topK, request.rerank.candidates) : request.topK;
-    const candidates = Math.max(fusedK * 4, 100);
+    const candidates = Math.max(fusedK * 4, settings.candidates);
     const bm25 = { k1: settings.bm25.k1, b: settings.bm25.b };
     // The BM25 leg needs no vector: it runs on its own connection while the query is embedded
     // (with the collection's own model: vector spaces are never mixed).

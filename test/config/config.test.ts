@@ -23,8 +23,8 @@ describe('configuration', () => {
     expect(() => loadConfig({ RATE_LIMIT_REDIS_FAILURE: 'maybe' })).toThrow(/RATE_LIMIT_REDIS_FAILURE/);
   });
 
-  it('retrieval: 50 candidates per leg and 500 postings per query term unless set; candidates 1–1000', () => {
-    expect(loadConfig({}).retrieval).toMatchObject({ candidates: 50, bm25: { termPostings: 500 } });
+  it('retrieval: 50 candidates per leg and 2,000 postings per query term unless set; candidates 1–1000', () => {
+    expect(loadConfig({}).retrieval).toMatchObject({ candidates: 50, bm25: { termPostings: 2000 } });
     expect(loadConfig({ RETRIEVAL_CANDIDATES: '200', BM25_TERM_POSTINGS: '0' }).retrieval).toMatchObject({
       candidates: 200,
       bm25: { termPostings: 0 },
