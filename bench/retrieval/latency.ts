@@ -19,7 +19,7 @@
  * indexes and the collection's HNSW index dropped and rebuilt afterwards, as an operator would for
  * an import); each HNSW variant (m:ef_construction) rebuilds the index, and each ef_search value is
  * measured on every variant. The service never searches with ef_search below its candidate count
- * (max(4 × top_k, 100)), so 100 is the floor.
+ * (max(4 × top_k, RETRIEVAL_CANDIDATES)); ef_search 100 is the lowest measured here.
  *
  *   MODELS_DIR=… DATABASE_URL=postgres://… LATENCY_SIZES=real,10000,100000 \
  *     LATENCY_HNSW=16:64,24:128 LATENCY_EF_SEARCH=100,200 node bench/retrieval/latency.ts
