@@ -5,11 +5,10 @@ import { createCollectionPurger } from '../../src/collections/purge.ts';
 import { createDocumentsRepository, DOCUMENT_REMOVAL } from '../../src/documents/documents.repository.ts';
 import { createLogger } from '../../src/logging.ts';
 import { createIndexRepository, RETIRE_ABOVE } from '../../src/retrieval/index.repository.ts';
-import { termFrequencies } from '../../src/retrieval/analyzer.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 import { createCollection, waitForDocument } from '../support/documents.ts';
 import { sharedJsonLines } from '../support/fixtures.ts';
-import { testEmbeddings } from '../support/embeddings.ts';
+import { embeddedChunks } from '../support/embeddings.ts';
 import { until } from '../support/poll.ts';
 import { expectConsistentIndex } from '../support/index-stats.ts';
 import { foundContents } from '../support/search.ts';
@@ -158,30 +157,14 @@ describe('replacing a document of many chunks', () => {
     const oldText = abstracts[603]!.text.slice(0, 40);
     // A replace committed by a repository that retires any old set of more than 2 chunks, and
     // nothing removing it after: what a worker stopped right after its commit leaves.
-    const model = await (
-      await testEmbeddings()
-    ).forCollection({ provider: 'local', model: 'sentence-transformers/all-MiniLM-L6-v2', dimensions: 384 });
-    if (!model.ok) throw new Error(model.message);
+    const local = { provider: 'local', model: 'sentence-transformers/all-MiniLM-L6-v2', dimensions: 384 };
     const texts = [
       'Gannets dive from thirty metres into the sea.',
       'Puffins carry several fish crosswise in their bills.',
     ];
-    const { vectors } = await model.model.embed(texts, { priority: 'bulk' });
-    const chunks = texts.map((content, position) => {
-      const { tf, length } = termFrequencies(content);
-      return {
-        position,
-        startChar: 0,
-        endChar: content.length,
-        tokenCount: 12,
-        content,
-        embedding: vectors[position] as Float32Array,
-        terms: tf,
-        termCount: length,
-      };
-    });
+    const chunks = await embeddedChunks(local, texts, 12);
     const index = createIndexRepository(t.database.db, { retireAbove: 2 });
-    expect(await index.replaceDocument(doc.id, collectionId, model.model.name, chunks)).toEqual({ retired: true });
+    expect(await index.replaceDocument(doc.id, collectionId, local.model, chunks)).toEqual({ retired: true });
     expect(await retiredRows()).toBe(1);
     expect(await chunksOf(doc.id)).toBe((before as number) + 2);
     const now = await found('gannets dive into the sea');

@@ -2,13 +2,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '../../src/db/orm.ts';
 import { queryRows } from '../../src/db/client.ts';
 import { createJobsRepository, type ClaimedJob, type EmbeddedChunk } from '../../src/ingestion/jobs.repository.ts';
-import { termFrequencies } from '../../src/retrieval/analyzer.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 import { openTestDatabase, type TestDatabase } from '../support/database.ts';
 import { createCollection, waitForDocument } from '../support/documents.ts';
 import { expectConsistentIndex } from '../support/index-stats.ts';
 import { foundContents } from '../support/search.ts';
-import { testEmbeddings } from '../support/embeddings.ts';
+import { embeddedChunks } from '../support/embeddings.ts';
 import { sharedJsonLines } from '../support/fixtures.ts';
 
 /**
@@ -50,28 +49,11 @@ describe('a large document committed in slices', () => {
   /** The job's content as the worker would commit it: one chunk per text, embedded by the real model. */
   async function chunksOf(job: ClaimedJob, texts: string[]): Promise<EmbeddedChunk[]> {
     const doc = await jobs().document(job);
-    const resolved = await (
-      await testEmbeddings()
-    ).forCollection({
-      provider: doc!.embeddingProvider,
-      model: doc!.embeddingModel,
-      dimensions: doc!.dimensions,
-    });
-    if (!resolved.ok) throw new Error(resolved.message);
-    const { vectors } = await resolved.model.embed(texts, { priority: 'bulk' });
-    return texts.map((content, position) => {
-      const { tf, length } = termFrequencies(content);
-      return {
-        position,
-        startChar: 0,
-        endChar: content.length,
-        tokenCount: 100,
-        content,
-        embedding: vectors[position] as Float32Array,
-        terms: tf,
-        termCount: length,
-      };
-    });
+    return embeddedChunks(
+      { provider: doc!.embeddingProvider, model: doc!.embeddingModel, dimensions: doc!.dimensions },
+      texts,
+      100,
+    );
   }
 
   async function claim(): Promise<ClaimedJob> {
