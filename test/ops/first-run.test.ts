@@ -116,7 +116,10 @@ describe('starting ragport the first time', { timeout: 180_000 }, () => {
       await waitUntil('the lock released', async () => !existsSync(path.join(dataDir, LOCK_FILE)), {
         timeoutMs: 20_000,
       });
-      expect(output).toContain('"msg":"stopped"');
+      // The lock goes with the database, just before the last line is written: wait for that line.
+      await waitUntil('the server says so', async () => output.includes('"msg":"stopped"'), {
+        timeoutMs: 20_000,
+      });
     } finally {
       npm.kill('SIGKILL');
     }
