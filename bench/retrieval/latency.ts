@@ -20,6 +20,7 @@
  * an import); each HNSW variant (m:ef_construction) rebuilds the index, and each ef_search value is
  * measured on every variant. The service never searches with ef_search below its candidate count
  * (max(4 × top_k, RETRIEVAL_CANDIDATES)); ef_search 100 is the lowest measured here.
+ * `LATENCY_EF_SEARCH` (auto) takes `auto` beside numbers: the server's default, by collection size.
  *
  *   MODELS_DIR=… DATABASE_URL=postgres://… LATENCY_SIZES=real,10000,100000 \
  *     LATENCY_HNSW=16:64,24:128 LATENCY_EF_SEARCH=100,200 node bench/retrieval/latency.ts
@@ -51,7 +52,10 @@ const hnswVariants = (process.env.LATENCY_HNSW ?? '16:128').split(',').map((v) =
   const [m, efConstruction] = v.split(':').map(Number);
   return { m: m as number, efConstruction: efConstruction as number };
 });
-const efSearchValues = (process.env.LATENCY_EF_SEARCH ?? '200').split(',').map(Number);
+/** HNSW_EF_SEARCH values, `auto` (the default: by the collection's size) or numbers. */
+const efSearchValues = (process.env.LATENCY_EF_SEARCH ?? 'auto')
+  .split(',')
+  .map((v): number | 'auto' => (v === 'auto' ? v : Number(v)));
 const DIM = 384;
 /**
  * `hybrid+rerank` sends each hybrid search's best 50 candidates to a rerank model: here a mock
@@ -153,7 +157,7 @@ function syntheticVector(): number[] {
  * The service measured is its own process (`node src/server.ts`, as deployed) on the same database,
  * so the client's work and this script's data stay out of its event loop and heap.
  */
-async function serverProcess(efSearch: number) {
+async function serverProcess(efSearch: number | 'auto') {
   const adminKey = `bench_${randomBase62(40)}`;
   const child = await startServerProcess({
     DATABASE_URL: server.config.databaseUrl as string,

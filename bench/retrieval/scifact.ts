@@ -1,8 +1,10 @@
 /**
  * BEIR SciFact through the HTTP API: ingestion throughput (and its ratio to pure embedding time
  * of the same chunks), then every test query through rag_search in dense, keyword and hybrid
- * modes: nDCG@10 and recall@100, then hybrid search under each fusion setting (score weights, RRF
- * constants) on the train queries, where the defaults are chosen, and on the test queries.
+ * modes: nDCG@10 and recall@100, then at top_k 10 under each `BM25_TERM_POSTINGS`,
+ * `RETRIEVAL_CANDIDATES` and `HNSW_EF_SEARCH`, then hybrid search under each fusion setting (score
+ * weights, RRF constants) on the train queries, where the defaults are chosen, and on the test
+ * queries.
  *
  *   MODELS_DIR=… node bench/retrieval/scifact.ts            (embedded PGlite in a temp dir)
  *   MODELS_DIR=… DATABASE_URL=postgres://… node bench/retrieval/scifact.ts
@@ -188,6 +190,22 @@ for (const n of [25, 50, 100, 200]) {
 }
 server.config.retrieval.candidates = candidates;
 
+// Dense and hybrid nDCG@10 at top_k 10 under each HNSW_EF_SEARCH (auto: by the collection's size).
+const efSearch = server.config.retrieval.efSearch;
+const efSweep: { ef_search: number | 'auto'; split: string; dense_ndcg10: number; hybrid_ndcg10: number }[] = [];
+for (const ef of ['auto', 100, 200, 400] as const) {
+  server.config.retrieval.efSearch = ef;
+  for (const [name, set] of [['train', trainQueries], ['test', queries]] as const) {
+    efSweep.push({
+      ef_search: ef,
+      split: name,
+      dense_ndcg10: (await evaluate('dense', set, 10)).quality.ndcg10,
+      hybrid_ndcg10: (await evaluate('hybrid', set, 10)).quality.ndcg10,
+    });
+  }
+}
+server.config.retrieval.efSearch = efSearch;
+
 // Fusion settings through the service itself: chosen on the train queries, reported on test.
 const retrieval = server.config.retrieval;
 const defaults = { fusion: retrieval.fusion, rrfK: retrieval.rrfK, weights: retrieval.weights };
@@ -232,6 +250,7 @@ const report = {
   quality_without_term_postings_cap: uncapped,
   term_postings_sweep_top_k_10: capSweep,
   candidates_sweep_top_k_10: candidateSweep,
+  ef_search_sweep_top_k_10: efSweep,
   latency_ms: Object.fromEntries(
     modes.map((m) => [
       m,
@@ -268,6 +287,12 @@ for (const n of new Set(candidateSweep.map((r) => r.candidates))) {
   const at = (split: string) => candidateSweep.find((r) => r.candidates === n && r.split === split)?.hybrid_ndcg10.toFixed(4);
   console.log(`${String(n).padEnd(10)}  ${at('train')}  ${at('test')}`);
 }
+console.log(`\nHNSW_EF_SEARCH at top_k 10 (nDCG@10; auto picks by collection size; default ${efSearch})`);
+console.log('ef_search  split  dense   hybrid');
+for (const r of efSweep)
+  console.log(
+    `${String(r.ef_search).padEnd(9)}  ${r.split.padEnd(5)}  ${r.dense_ndcg10.toFixed(4)}  ${r.hybrid_ndcg10.toFixed(4)}`,
+  );
 const defaultSetting =
   defaults.fusion === 'score'
     ? `score ${defaults.weights.dense}/${defaults.weights.keyword}`

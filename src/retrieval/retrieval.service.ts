@@ -19,7 +19,8 @@ export interface RetrievalSettings {
   exactBelow: number;
   /** Candidates each leg contributes to fusion: this many, or 4 × top_k when that is more. */
   candidates: number;
-  efSearch: number;
+  /** The HNSW scan's candidate list (raised to the candidate count), or `auto`: by the collection's size. */
+  efSearch: number | 'auto';
 }
 
 export interface SearchRequest {
@@ -127,7 +128,7 @@ export function createRetrievalService({ repo, collections, embeddings, settings
           dense: request.weights?.dense ?? settings.weights.dense,
           keyword: request.weights?.keyword ?? settings.weights.keyword,
         },
-        efSearch: Math.max(settings.efSearch, candidates),
+        efSearch: settings.efSearch,
         bm25,
         keyword: keywordLeg,
       });

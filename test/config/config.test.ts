@@ -23,14 +23,23 @@ describe('configuration', () => {
     expect(() => loadConfig({ RATE_LIMIT_REDIS_FAILURE: 'maybe' })).toThrow(/RATE_LIMIT_REDIS_FAILURE/);
   });
 
-  it('retrieval: 50 candidates per leg and 2,000 postings per query term unless set; candidates 1–1000', () => {
-    expect(loadConfig({}).retrieval).toMatchObject({ candidates: 50, bm25: { termPostings: 2000 } });
+  it('retrieval: 50 candidates per leg and 500 postings per query term unless set; candidates 1–1000', () => {
+    expect(loadConfig({}).retrieval).toMatchObject({ candidates: 50, bm25: { termPostings: 500 } });
     expect(loadConfig({ RETRIEVAL_CANDIDATES: '200', BM25_TERM_POSTINGS: '0' }).retrieval).toMatchObject({
       candidates: 200,
       bm25: { termPostings: 0 },
     });
     expect(() => loadConfig({ RETRIEVAL_CANDIDATES: '0' })).toThrow(/RETRIEVAL_CANDIDATES/);
     expect(() => loadConfig({ RETRIEVAL_CANDIDATES: '1001' })).toThrow(/RETRIEVAL_CANDIDATES/);
+  });
+
+  it('HNSW_EF_SEARCH: auto unless set; a number from 10 to 1000', () => {
+    expect(loadConfig({}).retrieval.efSearch).toBe('auto');
+    expect(loadConfig({ HNSW_EF_SEARCH: 'auto' }).retrieval.efSearch).toBe('auto');
+    expect(loadConfig({ HNSW_EF_SEARCH: '300' }).retrieval.efSearch).toBe(300);
+    for (const bad of ['5', '1001', 'fast', '12.5']) {
+      expect(() => loadConfig({ HNSW_EF_SEARCH: bad })).toThrow(/HNSW_EF_SEARCH/);
+    }
   });
 
   it('empty variables count as unset', () => {

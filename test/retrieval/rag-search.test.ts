@@ -283,26 +283,79 @@ describe('selective filters over a larger collection', () => {
 describe('HNSW settings on the embedded database', () => {
   // One session, ragport's alone: a search sets ef_search on it when it changes and then runs as
   // one statement, without a transaction around it.
-  it('a search leaves the session at max(HNSW_EF_SEARCH, its candidate count)', async (ctx) => {
+  const show = async () =>
+    (await queryRows<{ v: string }>(t.database.db, sql`select current_setting('hnsw.ef_search') as v`))[0]?.v;
+  const parameters = { query: 'quokka', collection: 'ef_session', similarity_threshold: -1, mode: 'dense' };
+  const searchWith = async (app: TestApp, topK: number) => {
+    const r = await app.request('/api/v1/agent/tool-calling', {
+      method: 'POST',
+      json: { tool_name: 'rag_search', parameters: { ...parameters, top_k: topK } },
+    });
+    expect(r.status).toBe(200);
+    expect(((await r.json()) as { results: Hit[] }).results).toHaveLength(1);
+  };
+
+  it('HNSW_EF_SEARCH=auto (the default): 100 for a small collection, raised to the candidate count', async (ctx) => {
     if (t.database.kind !== 'pglite') ctx.skip();
+    expect(t.config.retrieval.efSearch).toBe('auto');
     await createCollection(t, 'ef_session');
     await upload('ef_session', 'a.txt', 'Quokkas live on Rottnest Island and eat leaves.');
-    const show = async () =>
-      (await queryRows<{ v: string }>(t.database.db, sql`select current_setting('hnsw.ef_search') as v`))[0]?.v;
-    const parameters = { query: 'quokka', collection: 'ef_session', similarity_threshold: -1, mode: 'dense' };
-    const configured = t.config.retrieval.efSearch;
-    expect(await hits({ ...parameters, top_k: 3 })).toHaveLength(1);
-    expect(await show()).toBe(String(Math.max(configured, 100)));
+    await searchWith(t, 3);
+    expect(await show()).toBe('100');
     // top_k 100: 400 candidates.
-    expect(await hits({ ...parameters, top_k: 100 })).toHaveLength(1);
-    expect(await show()).toBe(String(Math.max(configured, 400)));
-    expect(await hits({ ...parameters, top_k: 3 })).toHaveLength(1);
-    expect(await show()).toBe(String(Math.max(configured, 100)));
+    await searchWith(t, 100);
+    expect(await show()).toBe('400');
+    await searchWith(t, 3);
+    expect(await show()).toBe('100');
     const [iterative] = await queryRows<{ v: string }>(
       t.database.db,
       sql`select current_setting('hnsw.iterative_scan') as v`,
     );
     expect(iterative?.v).toBe('relaxed_order');
+  });
+
+  it('auto follows the collection’s size (200 from 50,000 chunks, 800 from 500,000); a number is used as set', async (ctx) => {
+    if (t.database.kind !== 'pglite') ctx.skip();
+    const [collection] = await queryRows<{ id: string; n: number }>(
+      t.database.db,
+      sql`select c.id, s.chunk_count::int as n from collections c join collection_stats s on s.collection_id = c.id
+          where c.name = 'ef_session' and c.deleted_at is null`,
+    );
+    if (!collection) throw new Error('ef_session is created by the test before');
+    const sized = async (chunks: number) => {
+      await t.database.db.execute(
+        sql`update collection_stats set chunk_count = ${chunks} where collection_id = ${collection.id}`,
+      );
+      // A new app: its repository has not read this collection's size yet.
+      const app = await startTestApp({ database: t.database });
+      try {
+        await searchWith(app, 3);
+        return show();
+      } finally {
+        await app.close();
+      }
+    };
+    try {
+      expect(await sized(49_999)).toBe('100');
+      expect(await sized(50_000)).toBe('200');
+      expect(await sized(500_000)).toBe('800');
+    } finally {
+      await t.database.db.execute(
+        sql`update collection_stats set chunk_count = ${collection.n} where collection_id = ${collection.id}`,
+      );
+    }
+    const configured = await startTestApp({
+      database: t.database,
+      config: { retrieval: { ...t.config.retrieval, efSearch: 150 } },
+    });
+    try {
+      await searchWith(configured, 3);
+      expect(await show()).toBe('150');
+      await searchWith(configured, 100);
+      expect(await show()).toBe('400');
+    } finally {
+      await configured.close();
+    }
   });
 });
 
