@@ -32,6 +32,7 @@ const unit = [
   'test/http/json-nesting.test.ts',
   'test/ingestion/parsers.test.ts',
   'test/logging/**/*.test.ts',
+  'test/retrieval/session-turns.test.ts',
   'test/usage/**/*.test.ts',
 ];
 const ops = [

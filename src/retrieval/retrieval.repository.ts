@@ -162,6 +162,20 @@ export interface RetrievalRepositoryOptions {
  */
 const sessionSettings = new WeakMap<Db, { efSearch: number }>();
 
+/**
+ * Per one-session database, the turn of the last search sent: a search's `SET` and its statement
+ * go as a pair, after the previous pair has run. Without it, a search needing no `SET` could send
+ * its statement after another search's `SET` of a different value (two collections of different
+ * sizes, or two top_k), and run with that value.
+ */
+const sessionTurns = new WeakMap<Db, Promise<unknown>>();
+function inSessionTurn<T>(db: Db, work: () => Promise<T>): Promise<T> {
+  const previous = sessionTurns.get(db) ?? Promise.resolve();
+  const turn = previous.then(work);
+  sessionTurns.set(db, turn.catch(() => undefined));
+  return turn;
+}
+
 export function createRetrievalRepository(db: Db, options: RetrievalRepositoryOptions = {}) {
   const onSession = async (efSearch: number): Promise<void> => {
     const current = sessionSettings.get(db);
@@ -354,8 +368,10 @@ export function createRetrievalRepository(db: Db, options: RetrievalRepositoryOp
       if (q.exact) return queryRows<SearchHit>(db, statement);
       const efSearch = await efSearchFor(q);
       if (options.oneSession) {
-        await onSession(efSearch);
-        return queryRows<SearchHit>(db, statement);
+        return inSessionTurn(db, async () => {
+          await onSession(efSearch);
+          return queryRows<SearchHit>(db, statement);
+        });
       }
       return db.transaction(async (tx) => {
         // pgvector 0.8: keep scanning the graph until enough rows pass the filter (a metadata
