@@ -163,47 +163,63 @@ const uncapped = {
   keyword: (await evaluate('keyword')).quality,
   hybrid: (await evaluate('hybrid')).quality,
 };
-// nDCG@10 under each cap at top_k 10, as a client asks (the legs' candidates are then 100 each,
-// not the 400 of top_k 100), on the train and the test queries.
-const capSweep: { cap: number; split: string; keyword_ndcg10: number; hybrid_ndcg10: number }[] = [];
-for (const termPostings of [0, 250, 500, 1000, 2000]) {
-  server.config.retrieval.bm25.termPostings = termPostings;
-  for (const [name, set] of [['train', trainQueries], ['test', queries]] as const) {
-    capSweep.push({
-      cap: termPostings,
-      split: name,
-      keyword_ndcg10: (await evaluate('keyword', set, 10)).quality.ndcg10,
-      hybrid_ndcg10: (await evaluate('hybrid', set, 10)).quality.ndcg10,
-    });
+/**
+ * One setting swept at top_k 10, as a client asks: a row per value and split (train, test) from
+ * `row`, with `apply` setting the value before its rows. The caller restores the setting.
+ */
+async function sweepSetting<V, R>(
+  values: readonly V[],
+  apply: (value: V) => void,
+  row: (value: V, split: 'train' | 'test', set: typeof queries) => Promise<R>,
+): Promise<R[]> {
+  const rows: R[] = [];
+  for (const value of values) {
+    apply(value);
+    for (const [split, set] of [
+      ['train', trainQueries],
+      ['test', queries],
+    ] as const)
+      rows.push(await row(value, split, set));
   }
+  return rows;
 }
+const ndcgAtTop10 = async (mode: (typeof modes)[number], set: typeof queries) =>
+  (await evaluate(mode, set, 10)).quality.ndcg10;
+
+// nDCG@10 under each cap (the legs' candidates are then 50 each, not the 400 of top_k 100).
+const capSweep = await sweepSetting(
+  [0, 250, 500, 1000, 2000],
+  (n) => (server.config.retrieval.bm25.termPostings = n),
+  async (n, split, set) => ({
+    cap: n,
+    split,
+    keyword_ndcg10: await ndcgAtTop10('keyword', set),
+    hybrid_ndcg10: await ndcgAtTop10('hybrid', set),
+  }),
+);
 server.config.retrieval.bm25.termPostings = cap;
 
-// Hybrid nDCG@10 at top_k 10 under each RETRIEVAL_CANDIDATES (each leg's candidates for fusion).
+// Hybrid nDCG@10 under each RETRIEVAL_CANDIDATES (each leg's candidates for fusion).
 const candidates = server.config.retrieval.candidates;
-const candidateSweep: { candidates: number; split: string; hybrid_ndcg10: number }[] = [];
-for (const n of [25, 50, 100, 200]) {
-  server.config.retrieval.candidates = n;
-  for (const [name, set] of [['train', trainQueries], ['test', queries]] as const) {
-    candidateSweep.push({ candidates: n, split: name, hybrid_ndcg10: (await evaluate('hybrid', set, 10)).quality.ndcg10 });
-  }
-}
+const candidateSweep = await sweepSetting(
+  [25, 50, 100, 200],
+  (n) => (server.config.retrieval.candidates = n),
+  async (n, split, set) => ({ candidates: n, split, hybrid_ndcg10: await ndcgAtTop10('hybrid', set) }),
+);
 server.config.retrieval.candidates = candidates;
 
-// Dense and hybrid nDCG@10 at top_k 10 under each HNSW_EF_SEARCH (auto: by the collection's size).
+// Dense and hybrid nDCG@10 under each HNSW_EF_SEARCH (auto: by the collection's size).
 const efSearch = server.config.retrieval.efSearch;
-const efSweep: { ef_search: number | 'auto'; split: string; dense_ndcg10: number; hybrid_ndcg10: number }[] = [];
-for (const ef of ['auto', 100, 200, 400] as const) {
-  server.config.retrieval.efSearch = ef;
-  for (const [name, set] of [['train', trainQueries], ['test', queries]] as const) {
-    efSweep.push({
-      ef_search: ef,
-      split: name,
-      dense_ndcg10: (await evaluate('dense', set, 10)).quality.ndcg10,
-      hybrid_ndcg10: (await evaluate('hybrid', set, 10)).quality.ndcg10,
-    });
-  }
-}
+const efSweep = await sweepSetting(
+  ['auto', 100, 200, 400] as const,
+  (ef) => (server.config.retrieval.efSearch = ef),
+  async (ef, split, set) => ({
+    ef_search: ef,
+    split,
+    dense_ndcg10: await ndcgAtTop10('dense', set),
+    hybrid_ndcg10: await ndcgAtTop10('hybrid', set),
+  }),
+);
 server.config.retrieval.efSearch = efSearch;
 
 // Fusion settings through the service itself: chosen on the train queries, reported on test.
@@ -281,10 +297,13 @@ for (const r of capSweep)
   console.log(
     `${String(r.cap).padEnd(5)}  ${r.split.padEnd(5)}  ${r.keyword_ndcg10.toFixed(4)}   ${r.hybrid_ndcg10.toFixed(4)}`,
   );
-console.log(`\nRETRIEVAL_CANDIDATES at top_k 10 (hybrid nDCG@10; each leg's candidates are max(4 x top_k, this); default ${candidates})`);
+console.log(
+  `\nRETRIEVAL_CANDIDATES at top_k 10 (hybrid nDCG@10; each leg's candidates are max(4 x top_k, this); default ${candidates})`,
+);
 console.log('candidates  train   test');
 for (const n of new Set(candidateSweep.map((r) => r.candidates))) {
-  const at = (split: string) => candidateSweep.find((r) => r.candidates === n && r.split === split)?.hybrid_ndcg10.toFixed(4);
+  const at = (split: string) =>
+    candidateSweep.find((r) => r.candidates === n && r.split === split)?.hybrid_ndcg10.toFixed(4);
   console.log(`${String(n).padEnd(10)}  ${at('train')}  ${at('test')}`);
 }
 console.log(`\nHNSW_EF_SEARCH at top_k 10 (nDCG@10; auto picks by collection size; default ${efSearch})`);
