@@ -4,7 +4,8 @@
  * a client sends a `/healthz` and a `rag_search` on `probe` one after another, idle for a few
  * seconds, then while `bench` is deleted, until its rows are gone (the server's "deleted
  * collection purged" log line; a server without it removed them before answering the DELETE),
- * and for BENCH_TAIL_SECONDS (35) after, while the dead rows are vacuumed. Printed: the DELETE's own latency, the probes' latencies idle and during,
+ * and for BENCH_TAIL_SECONDS (35) after, while the dead rows are vacuumed; then it sends nothing
+ * for up to 30 s, for the embedded database's deferred index cleanups to run. Printed: the DELETE's own latency, the probes' latencies idle and during,
  * and how long the rows took to go.
  *
  *   MODELS_DIR=… node bench/ingestion/delete-stall.ts [DATA_DIR] [server root]
@@ -45,6 +46,8 @@ const KEEP_ONLY = process.env.BENCH_KEEP_DATA === '1';
 const ONE_DOCUMENT = process.env.BENCH_ONE_DOCUMENT === '1' || process.env.BENCH_REPLACE === '1';
 /** BENCH_REPLACE=1: that document is replaced by as many other abstracts instead of deleted. */
 const REPLACE = process.env.BENCH_REPLACE === '1';
+/** How long the bench waits, sending nothing, for deferred index cleanups after the tail. */
+const CLEANUP_WAIT_MS = 30_000;
 const adminKey = `bench_admin_${'x'.repeat(32)}`;
 const corpus = sharedJsonLines<{ _id: string; title: string; text: string }>('scifact/corpus.jsonl');
 const queries = sharedJsonLines<{ text: string }>('scifact/queries.jsonl').map((q) => q.text);
@@ -55,6 +58,8 @@ interface Server {
   key: string;
   /** Resolves with the purge's log line, if the server writes one. */
   purged: Promise<Record<string, unknown>>;
+  /** The embedded database's deferred index cleanups (src/db/maintenance.ts) so far: their log lines. */
+  cleanups: Record<string, unknown>[];
 }
 
 async function startServer(env: Record<string, string>): Promise<Server> {
@@ -70,8 +75,10 @@ async function startServer(env: Record<string, string>): Promise<Server> {
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
+  const cleanups: Record<string, unknown>[] = [];
   const purged = new Promise<Record<string, unknown>>((resolve) => {
     createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
+      if (line.includes('deferred index cleanup done')) cleanups.push(JSON.parse(line) as Record<string, unknown>);
       if (!line.includes(REPLACE ? 'replaced version removed' : 'deleted collection purged')) return;
       resolve(JSON.parse(line) as Record<string, unknown>);
     });
@@ -88,7 +95,7 @@ async function startServer(env: Record<string, string>): Promise<Server> {
     if (Date.now() > deadline) throw new Error('server not ready after 120 s');
     await sleep(250);
   }
-  return { child, url, key: adminKey, purged };
+  return { child, url, key: adminKey, purged, cleanups };
 }
 
 async function stopServer(server: Server): Promise<void> {
@@ -215,6 +222,13 @@ async function run(label: string, env: Record<string, string>, seeded: boolean) 
     // What the dead rows cost after: the embedded database's maintenance vacuums them (a pass
     // every 30 s, once background work has been quiet for 2 s); autovacuum on a server.
     const after = await probe(server, sleep(TAIL_MS));
+    // Then no requests: the embedded database's index cleanups deferred meanwhile run once it is
+    // idle (5 s without a request); how long each held it.
+    const quietUntil = performance.now() + CLEANUP_WAIT_MS;
+    const before = server.cleanups.length;
+    while (performance.now() < quietUntil && server.cleanups.length === before) await sleep(250);
+    await sleep(server.cleanups.length > before ? 2_000 : 0);
+    const cleanups = server.cleanups.map((l) => ({ table: l.table, owed_ms: l.owed_ms, duration_ms: l.duration_ms }));
     const recreate = performance.now();
     if (!ONE_DOCUMENT) await call(server, 'POST', '/api/v1/rag/collections', { name: 'bench' });
     const recreateMs = performance.now() - recreate;
@@ -228,6 +242,7 @@ async function run(label: string, env: Record<string, string>, seeded: boolean) 
       idle,
       during,
       after,
+      deferred_cleanups: cleanups,
     };
   } finally {
     await stopServer(server);
@@ -276,6 +291,11 @@ for (const r of results)
     `| ${r.database} | ${r.chunks} | ${r.delete_ms} | ${r.rows_gone_ms} | ${ms(r.idle.healthz)} | ${ms(r.during.healthz)} | ${ms(r.after.healthz)} | ` +
       `${ms(r.idle.rag_search)} | ${ms(r.during.rag_search)} | ${ms(r.after.rag_search)} | ${r.recreate_same_name_ms} |`,
   );
+for (const r of results)
+  for (const c of r.deferred_cleanups)
+    console.log(
+      `\n${r.database}: deferred index cleanup of ${String(c.table)} once idle: ${String(c.duration_ms)} ms (owed ${String(c.owed_ms)} ms)`,
+    );
 saveResults(`delete-stall-${label}`, {
   label,
   docs: DOCS,

@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import type { Message, Request, WireError } from './pglite-protocol.ts';
-import { inBackground, noteBackgroundStatement, onInteractive } from './priority.ts';
+import { inBackground, noteBackgroundStatement, noteInteractiveStatement, onInteractive } from './priority.ts';
 
 /** What a statement may ask of the driver; `parsers` keys are types to return as PostgreSQL's text. */
 export interface RemoteQueryOptions {
@@ -131,7 +131,10 @@ export async function startPgliteThread(
   /** Inside a transaction, its id; outside, whether background work asks (it then waits its turn). */
   const scope = (tx: number | undefined) => {
     if (tx !== undefined) return { tx };
-    if (!inBackground()) return {};
+    if (!inBackground()) {
+      noteInteractiveStatement();
+      return {};
+    }
     noteBackgroundStatement();
     return { background: true };
   };

@@ -28,6 +28,14 @@ export const noteBackgroundStatement = (): void => {
 /** Milliseconds since background work last sent the embedded database a statement. */
 export const sinceBackgroundStatement = (): number => performance.now() - lastBackgroundStatement;
 
+let lastInteractiveStatement = -Infinity;
+/** Records that anything but background work (a request) sent the embedded database a statement. */
+export const noteInteractiveStatement = (): void => {
+  lastInteractiveStatement = performance.now();
+};
+/** Milliseconds since anything but background work last sent the embedded database a statement. */
+export const sinceInteractiveStatement = (): number => performance.now() - lastInteractiveStatement;
+
 /**
  * Interactive work of several statements with gaps between them (a search: the collection, the
  * BM25 leg, the query embedding on another thread, then the ranked statement). While any runs,

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { Agent, request } from 'undici';
 import type { WebhookConfig } from '../config.ts';
 import { randomBase62 } from '../db/ids.ts';
+import { runInBackground } from '../db/priority.ts';
 import { sign, type Sealer } from './signing.ts';
 import { checkTarget } from './target.ts';
 import type { AttemptOutcome, ClaimedDelivery, WebhooksRepository } from './webhooks.repository.ts';
@@ -115,10 +116,12 @@ export function startWebhookSender({ repo, sealer, config, logger }: WebhookSend
     } else {
       outcome = await attempt(d, sealer.open(d.secret_sealed), config);
     }
-    await repo.finish(d.id, workerId, outcome, {
-      maxAttempts: config.maxAttempts,
-      delayMs: retryDelayMs(config, d.attempts),
-    });
+    await runInBackground(() =>
+      repo.finish(d.id, workerId, outcome, {
+        maxAttempts: config.maxAttempts,
+        delayMs: retryDelayMs(config, d.attempts),
+      }),
+    );
     if (!outcome.ok)
       logger.debug({ delivery: d.id, attempt: d.attempts, error: outcome.error }, 'webhook attempt failed');
   };
@@ -126,7 +129,9 @@ export function startWebhookSender({ repo, sealer, config, logger }: WebhookSend
   const tick = async () => {
     for (;;) {
       if (stopped) return;
-      const due = await repo.claim(workerId, leaseMs, BATCH);
+      // Background work for the embedded database: requests go first, and a poll that finds
+      // nothing does not make it busy (its maintenance waits for an idle moment: db/maintenance.ts).
+      const due = await runInBackground(() => repo.claim(workerId, leaseMs, BATCH), 'polling');
       if (due.length === 0) return;
       await Promise.all(
         due.map((d) => deliver(d).catch((error: unknown) => logger.warn({ err: error }, 'webhook delivery failed'))),

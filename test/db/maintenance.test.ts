@@ -9,7 +9,8 @@ import { sql } from '../../src/db/orm.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPglite, queryRows, type Database } from '../../src/db/client.ts';
 import { maintenanceFor, startEmbeddedMaintenance, type Maintenance } from '../../src/db/maintenance.ts';
-import { runInBackground } from '../../src/db/priority.ts';
+import { runInBackground, sinceInteractiveStatement } from '../../src/db/priority.ts';
+import { startTestApp } from '../support/app.ts';
 import { until } from '../support/poll.ts';
 
 let database: Database;
@@ -221,5 +222,166 @@ describe('autovacuum rules', () => {
     // Settings not given keep their defaults (analyze at 50 + 10 %).
     expect(maintenanceFor({ ...postings, modifiedSinceAnalyze: 4_000_051 }, false)).toBe('analyze');
     expect(maintenanceFor({ ...table, options: ['autovacuum_enabled=false'], dead: 9_999 }, false)).toBeNull();
+  });
+});
+
+describe('a table with a vector (HNSW) index', () => {
+  /**
+   * pgvector repairs its graph around every deleted vector in a vacuum's index cleanup, which held
+   * the embedded database for seconds; such a table's vacuum skips its indexes unless the database
+   * is idle, and the whole vacuum follows once it is (or after `maxOwedMs`).
+   */
+  async function vectors(table: string) {
+    const db = database.db;
+    await db.execute(sql`create extension if not exists vector`);
+    await db.execute(sql.raw(`create table ${table} (id int primary key, v vector(8))`));
+    await db.execute(sql.raw(`create index ${table}_hnsw on ${table} using hnsw (v vector_cosine_ops)`));
+    await db.execute(
+      sql.raw(`insert into ${table} select g, array(select random() from generate_series(1, 8))::vector
+               from generate_series(1, 3000) g`),
+    );
+    const visible = async () =>
+      (
+        await queryRows<{ pages: number; allvisible: number }>(
+          db,
+          sql`select (pg_relation_size(oid) / 8192)::int as pages, relallvisible as allvisible
+              from pg_class where relname = ${table}`,
+        )
+      )[0] ?? { pages: -1, allvisible: 0 };
+    return { visible, remove: () => db.execute(sql.raw(`delete from ${table} where id % 2 = 0`)) };
+  }
+  /**
+   * Maintenance whose passes the test runs, looking for an idle moment every 50 ms; `cleanups`
+   * are its log lines of deferred cleanups done.
+   */
+  function deferring(options: Partial<Parameters<typeof startEmbeddedMaintenance>[0]>) {
+    const lines: Record<string, unknown>[] = [];
+    const log = pino(
+      { level: 'info' },
+      { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+    );
+    const timed = startEmbeddedMaintenance({
+      db: database.db,
+      log,
+      firstDelayMs: 3_600_000,
+      intervalMs: 3_600_000,
+      idleCheckMs: 50,
+      ...options,
+    });
+    const cleanups = () => lines.filter((l) => l.msg === 'embedded database: deferred index cleanup done');
+    return { timed, cleanups };
+  }
+  const skippedIndexes = (table: string): unknown =>
+    expect.stringMatching(new RegExp(`^vacuum \\(index_cleanup off(, analyze)?\\) "${table}"$`));
+
+  it('is vacuumed without its index cleanup while requests come, and whole once the database is idle', async () => {
+    const { visible, remove } = await vectors('vecs_idle');
+    let idle = false;
+    const { timed, cleanups } = deferring({ idle: () => idle });
+    try {
+      expect(await timed.runOnce()).toContain('vacuum (index_cleanup off, analyze) "vecs_idle"');
+      await remove();
+      expect(await timed.runOnce()).toContainEqual(skippedIndexes('vecs_idle'));
+      // The dead rows' line pointers stay until the index is cleaned: those pages are not all-visible.
+      const owing = await visible();
+      expect(owing.allvisible).toBeLessThan(owing.pages);
+      await setTimeout(300);
+      expect(cleanups()).toEqual([]);
+
+      idle = true;
+      const [line] = await until('the deferred cleanup', () => cleanups().length > 0 && cleanups(), {
+        timeoutMs: 20_000,
+      });
+      expect(line).toMatchObject({ table: 'vecs_idle', duration_ms: expect.any(Number), owed_ms: expect.any(Number) });
+      const after = await visible();
+      expect(after.allvisible).toBe(after.pages);
+      // Nothing is owed any more, and the index answers with the remaining rows only.
+      await setTimeout(200);
+      expect(cleanups()).toHaveLength(1);
+      const [count] = await queryRows<{ n: number }>(
+        database.db,
+        sql`select count(*)::int as n from (select id from vecs_idle order by v <=> '[1,1,1,1,1,1,1,1]' limit 40) t`,
+      );
+      expect(count?.n).toBe(40);
+    } finally {
+      await timed.close();
+    }
+  });
+
+  it('an idle pass vacuums it whole at once', async () => {
+    const { visible, remove } = await vectors('vecs_quiet');
+    const { timed } = deferring({ idle: () => true });
+    try {
+      await timed.runOnce();
+      await remove();
+      const ran = await timed.runOnce();
+      expect(ran).toContain('vacuum (analyze) "vecs_quiet"');
+      expect(ran.join()).not.toContain('index_cleanup');
+      const after = await visible();
+      expect(after.allvisible).toBe(after.pages);
+    } finally {
+      await timed.close();
+    }
+  });
+
+  it('under traffic that never stops, the cleanup comes after maxOwedMs', async () => {
+    const { visible, remove } = await vectors('vecs_busy');
+    const { timed, cleanups } = deferring({ maxOwedMs: 1_000, idle: () => false });
+    try {
+      await timed.runOnce();
+      await remove();
+      const owedAt = performance.now();
+      expect(await timed.runOnce()).toContainEqual(skippedIndexes('vecs_busy'));
+      await until('the forced cleanup', () => cleanups().length > 0, { timeoutMs: 20_000 });
+      expect(performance.now() - owedAt).toBeGreaterThanOrEqual(900);
+      const after = await visible();
+      expect(after.allvisible).toBe(after.pages);
+    } finally {
+      await timed.close();
+    }
+  });
+
+  it("by default, a request's statements hold the cleanup off until they stop", async () => {
+    const { visible, remove } = await vectors('vecs_requests');
+    const { timed, cleanups } = deferring({ idleMs: 500, quietMs: 0 });
+    const touch = () => database.db.execute(sql`select count(*) from vecs_requests where id < 10`);
+    try {
+      await touch();
+      await timed.runOnce();
+      await remove();
+      await touch();
+      expect(await timed.runOnce()).toContainEqual(skippedIndexes('vecs_requests'));
+      // A request's statement every 100 ms for 2 s: never idle for 500 ms.
+      const busyUntil = performance.now() + 2_000;
+      while (performance.now() < busyUntil) {
+        await touch();
+        await setTimeout(100);
+      }
+      expect(cleanups()).toEqual([]);
+      await until('the cleanup once requests stopped', () => cleanups().length > 0, { timeoutMs: 20_000 });
+      const after = await visible();
+      expect(after.allvisible).toBe(after.pages);
+    } finally {
+      await timed.close();
+    }
+  });
+});
+
+describe('a server left alone', () => {
+  it('sends its embedded database nothing a request would: its pollers (jobs, webhooks) are background work, so it can be idle', async () => {
+    const own = await openPglite();
+    await own.migrate();
+    const app = await startTestApp({ database: own });
+    try {
+      // The webhook sender polls every 500 ms and the ingestion worker every second.
+      await setTimeout(2_500);
+      expect(sinceInteractiveStatement()).toBeGreaterThan(2_000);
+      // A request's statement counts.
+      expect((await app.request('/api/v1/rag/collections')).status).toBe(200);
+      expect(sinceInteractiveStatement()).toBeLessThan(1_000);
+    } finally {
+      await app.close();
+      await own.close();
+    }
   });
 });
