@@ -133,6 +133,13 @@ export async function openPglite(dir?: string, options: PgliteOptions = {}): Pro
     db,
     migrate: async () => {
       await migratePglite(db as never, { migrationsFolder });
+      // Originals stored as they are, not compressed: compressing a text upload held the embedded
+      // database's one session ~45 ms a MB, and every request waited (docs/operations.md, Originals
+      // are stored uncompressed). A PostgreSQL server compresses them in the uploader's own session.
+      await client.exec(
+        `alter table documents alter column original set storage external;
+         alter table ingestion_jobs alter column original set storage external`,
+      );
     },
     ping: async () => {
       await client.query(readinessQuery);
