@@ -53,7 +53,6 @@ interface TableState {
   slowIndexes?: boolean;
 }
 
-/** Autovacuum's defaults, which a table's storage parameters override one by one. */
 /**
  * Indexes of more pages than this in all, a table's vacuum defers their cleanup like a vector
  * index's: a B-tree's cleanup reads all of it (the postings' 7,368 pages after a 3,106-chunk
@@ -61,6 +60,7 @@ interface TableState {
  */
 const LARGE_INDEX_PAGES = 1_000;
 
+/** Autovacuum's defaults, which a table's storage parameters override one by one. */
 const DEFAULTS = {
   autovacuum_vacuum_threshold: 50,
   autovacuum_vacuum_scale_factor: 0.2,
