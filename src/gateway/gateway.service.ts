@@ -9,7 +9,7 @@ import { AppError } from '../errors.ts';
 import type { TokenQuota } from '../usage/quota.ts';
 import type { UsageRecorder } from '../usage/usage.recorder.ts';
 import { asAppError } from './gateway.errors.ts';
-import { UpstreamFailure, type StreamEvent, type Usage } from './providers/provider.ts';
+import { tokenCount, UpstreamFailure, type StreamEvent, type Usage } from './providers/provider.ts';
 import type { Registry } from './registry.ts';
 import { failoverContext, withFailover, type Candidate, type RetryPolicy } from './reliability.ts';
 import { countPromptTokens, countTextTokens } from './tokens.ts';
@@ -51,23 +51,36 @@ export interface GatewayServiceDeps {
 
 function completionText(completion: ChatCompletion): string[] {
   const texts: string[] = [];
-  for (const choice of completion.choices ?? []) {
-    if (typeof choice.message?.content === 'string') texts.push(choice.message.content);
-    if (choice.message?.tool_calls) texts.push(JSON.stringify(choice.message.tool_calls));
+  for (const choice of completion.choices) {
+    if (typeof choice?.message?.content === 'string') texts.push(choice.message.content);
+    if (choice?.message?.tool_calls) texts.push(JSON.stringify(choice.message.tool_calls));
   }
   return texts;
 }
 
+/** The text a chunk adds, for counting; an upstream's odd chunk (no choices array) adds none. */
 function collectDelta(chunk: ChatCompletionChunk, texts: string[]): void {
-  for (const choice of chunk.choices ?? []) {
-    const delta = choice.delta;
+  if (!Array.isArray(chunk.choices)) return;
+  for (const choice of chunk.choices) {
+    const delta = choice?.delta;
     if (typeof delta?.content === 'string') texts.push(delta.content);
-    if (delta?.tool_calls) for (const call of delta.tool_calls) texts.push(call.function?.arguments ?? '');
+    if (!Array.isArray(delta?.tool_calls)) continue;
+    for (const call of delta.tool_calls) {
+      if (typeof call?.function?.arguments === 'string') texts.push(call.function.arguments);
+    }
   }
 }
 
-const fromUpstream = (usage: ChatCompletion['usage'] | null | undefined): Usage | undefined =>
-  usage ? { promptTokens: usage.prompt_tokens ?? 0, completionTokens: usage.completion_tokens ?? 0 } : undefined;
+/**
+ * The upstream's usage, when it gave one that holds: a count that is not a non-negative integer
+ * makes ragport count both itself (a missing one is 0, as before).
+ */
+function fromUpstream(usage: ChatCompletion['usage'] | null | undefined): Usage | undefined {
+  if (typeof usage !== 'object' || usage === null) return undefined;
+  const promptTokens = tokenCount(usage.prompt_tokens ?? 0);
+  const completionTokens = tokenCount(usage.completion_tokens ?? 0);
+  return promptTokens === undefined || completionTokens === undefined ? undefined : { promptTokens, completionTokens };
+}
 
 /**
  * Chat completions through the configured providers, with retries, failover, quotas and usage
@@ -176,8 +189,8 @@ export function createGatewayService({ registry, retry, usage, quota, logger, on
         try {
           for (let step = first; step.done !== true; step = await events.next()) {
             const event = step.value;
-            if (event.chunk.usage) reported = fromUpstream(event.chunk.usage);
-            else collectDelta(event.chunk, texts);
+            if (event.chunk.usage) reported = fromUpstream(event.chunk.usage) ?? reported;
+            collectDelta(event.chunk, texts);
             yield event;
           }
         } catch (error) {

@@ -36,6 +36,12 @@ export interface BatchedRecorderOptions {
 const DAY_MS = 86_400_000;
 
 /**
+ * Counts are non-negative integers: one that is not (an upstream's 1.5 or -1000 that got past its
+ * caller) would fail the whole batch's upsert, every key's counts in it, at every flush after.
+ */
+const countOf = (n: number) => (Number.isSafeInteger(n) && n >= 0 ? n : 0);
+
+/**
  * Counts in memory per (key, UTC day, model) and writes them in one upsert every
  * `flushIntervalMs` or `maxPendingRows`: no database round trip on the request path. A failed
  * write puts its counts back and is retried with the next one.
@@ -108,7 +114,23 @@ export function createBatchedUsageRecorder(options: BatchedRecorderOptions): Usa
   timer.unref();
 
   return {
-    record(event) {
+    record(raw) {
+      const event = {
+        ...raw,
+        promptTokens: countOf(raw.promptTokens),
+        completionTokens: countOf(raw.completionTokens),
+      };
+      if (event.promptTokens !== raw.promptTokens || event.completionTokens !== raw.completionTokens) {
+        logger.warn(
+          {
+            key_id: raw.keyId,
+            model: raw.model,
+            prompt_tokens: raw.promptTokens,
+            completion_tokens: raw.completionTokens,
+          },
+          'usage: a token count that is not a non-negative integer was counted as 0',
+        );
+      }
       const tokens = event.promptTokens + event.completionTokens;
       recorded.set(event.keyId, (recorded.get(event.keyId) ?? 0) + tokens);
       waiting.set(event.keyId, (waiting.get(event.keyId) ?? 0) + tokens);

@@ -19,7 +19,9 @@ export type Fault =
   /** Streams `afterChunks` chunks, then an event that is not JSON (a plain completion: a truncated body). */
   | { kind: 'malformed-sse'; afterChunks: number }
   /** Streams `afterChunks` chunks, then `data: {"error": ...}`. */
-  | { kind: 'error-event'; afterChunks: number; message?: string };
+  | { kind: 'error-event'; afterChunks: number; message?: string }
+  /** Answers with exactly this body (a broken provider's bytes: any JSON, SSE or HTML). */
+  | { kind: 'body'; body: string; status?: number; contentType?: string };
 
 export interface MockUpstreamOptions {
   host?: string;
@@ -188,6 +190,10 @@ export async function startMockUpstream(options: MockUpstreamOptions = {}): Prom
         return true;
       case 'reset':
         res.socket?.destroy();
+        return true;
+      case 'body':
+        res.writeHead(fault.status ?? 200, { 'content-type': fault.contentType ?? 'application/json' });
+        res.end(fault.body);
         return true;
       default:
         return false;

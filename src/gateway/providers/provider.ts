@@ -76,6 +76,15 @@ export interface Usage {
   completionTokens: number;
 }
 
+/**
+ * A token count an upstream reported, if it is one: a non-negative safe integer. Anything else
+ * (1.5, -1000, 1e300, a string) is the upstream's bug; taken as is it would lower a key's quota
+ * use or fail the usage write of every key counted with it, so callers count the tokens themselves.
+ */
+export function tokenCount(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : undefined;
+}
+
 /** A non-streamed completion: the upstream's bytes (passed through as they are) and their parse. */
 export interface RawCompletion {
   body: string;

@@ -5,6 +5,7 @@ import type { Model } from 'openai/resources/models';
 import type { ResolvedProvider } from '../config.ts';
 import {
   failureFrom,
+  tokenCount,
   UpstreamFailure,
   type ChatProvider,
   type RerankItem,
@@ -19,13 +20,24 @@ type Body = Dispatcher.ResponseData['body'];
 /** Embeddings as the upstream may send them: floats, or base64 little-endian float32. */
 type EmbeddingItem = Omit<CreateEmbeddingResponse['data'][number], 'embedding'> & { embedding: number[] | string };
 
-function decodeVector(value: number[] | string): number[] {
-  if (typeof value !== 'string') return value;
-  const bytes = Buffer.from(value, 'base64');
-  const vector = new Array<number>(bytes.byteLength >> 2);
-  for (let i = 0; i < vector.length; i++) vector[i] = bytes.readFloatLE(i * 4);
-  return vector;
+/** An item's vector, or undefined when it is none: floats, or base64 of little-endian float32s. */
+function decodeVector(value: unknown): number[] | undefined {
+  if (typeof value === 'string') {
+    const bytes = Buffer.from(value, 'base64');
+    if (bytes.byteLength === 0 || bytes.byteLength % 4 !== 0) return undefined;
+    const vector = new Array<number>(bytes.byteLength >> 2);
+    for (let i = 0; i < vector.length; i++) vector[i] = bytes.readFloatLE(i * 4);
+    return vector.every(Number.isFinite) ? vector : undefined;
+  }
+  if (!Array.isArray(value) || value.length === 0) return undefined;
+  return value.every((x) => typeof x === 'number' && Number.isFinite(x)) ? (value as number[]) : undefined;
 }
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** JSON text with its line breaks (whitespace between tokens, once parsed) made spaces: one SSE line. */
+const oneLine = (json: string) => (/[\r\n]/.test(json) ? json.replace(/[\r\n]/g, ' ') : json);
 
 /** A rerank response as Jina, vLLM and Cohere (v1, v2) send it; only what ragport reads. */
 interface RerankBody {
@@ -62,14 +74,21 @@ export function createOpenAICompatibleProvider(config: ResolvedProvider): ChatPr
     } catch (error) {
       throw failureFrom(name, error, signal);
     }
+    let value: unknown;
     try {
-      return { text, value: JSON.parse(text) as T };
+      value = JSON.parse(text);
     } catch (error) {
       throw protocolFailure('response is not JSON', error);
     }
+    if (!isObject(value)) throw protocolFailure('response is not a JSON object');
+    return { text, value: value as T };
   };
 
-  /** One stream event from its `data`, or the in-band failure it reports. */
+  /**
+   * One stream event from its `data`, or the in-band failure it reports. An event whose JSON
+   * spans several `data:` lines (legal SSE) is relayed on one: the client's parser sees one line
+   * per event as OpenAI sends them.
+   */
   const eventOf = (data: string): StreamEvent => {
     let chunk: ChatCompletionChunk & { error?: { message?: string; code?: string } };
     try {
@@ -77,7 +96,8 @@ export function createOpenAICompatibleProvider(config: ResolvedProvider): ChatPr
     } catch (error) {
       throw protocolFailure('malformed stream event', error);
     }
-    if (chunk.error !== undefined) {
+    if (!isObject(chunk)) throw protocolFailure('malformed stream event: not a JSON object');
+    if (chunk.error !== undefined && chunk.error !== null) {
       throw new UpstreamFailure({
         kind: 'status',
         provider: name,
@@ -85,22 +105,43 @@ export function createOpenAICompatibleProvider(config: ResolvedProvider): ChatPr
         ...(chunk.error.code ? { code: chunk.error.code } : {}),
       });
     }
-    return { raw: data, chunk };
+    return { raw: oneLine(data), chunk };
   };
 
+  /**
+   * The stream's events. It must carry at least one chunk, and end with `[DONE]` or after a
+   * chunk that gave a `finish_reason`: a 200 with no events (a JSON body, an HTML page) is a
+   * malformed response (retried and failed over like one, as nothing reached the client yet);
+   * a stream cut short without either is a failure mid-stream, not a complete answer.
+   */
   async function* events(body: Body, signal?: AbortSignal): AsyncGenerator<StreamEvent> {
     const parser = createSseParser();
+    let chunks = 0;
+    let finished = false;
+    const next = (data: string) => {
+      const event = eventOf(data);
+      chunks++;
+      const choices: unknown = event.chunk.choices;
+      if (!finished && Array.isArray(choices)) finished = choices.some((c) => isObject(c) && Boolean(c.finish_reason));
+      return event;
+    };
+    const done = () => {
+      if (chunks === 0) throw protocolFailure('the stream ended without an event');
+    };
     try {
       for await (const piece of body as AsyncIterable<Buffer>) {
         for (const data of parser.push(piece)) {
-          if (data === '[DONE]') return;
-          yield eventOf(data);
+          if (data === '[DONE]') return done();
+          yield next(data);
         }
       }
       for (const data of parser.end()) {
-        if (data === '[DONE]') return;
-        yield eventOf(data);
+        if (data === '[DONE]') return done();
+        yield next(data);
       }
+      done();
+      if (!finished)
+        throw protocolFailure('the stream ended before the completion finished (no finish_reason, no [DONE])');
     } catch (error) {
       throw failureFrom(name, error, signal);
     } finally {
@@ -141,8 +182,21 @@ export function createOpenAICompatibleProvider(config: ResolvedProvider): ChatPr
         throw protocolFailure(`embeddings response has ${data?.length ?? 0} items for ${inputs.length} inputs`);
       }
       const vectors = new Array<number[]>(inputs.length);
-      for (const [position, item] of data.entries()) vectors[item.index ?? position] = decodeVector(item.embedding);
-      return { vectors, promptTokens: value.usage?.prompt_tokens ?? 0 };
+      let length: number | undefined;
+      for (const [position, item] of data.entries()) {
+        const index = isObject(item) ? (item.index ?? position) : position;
+        if (!Number.isInteger(index) || index < 0 || index >= inputs.length || vectors[index] !== undefined) {
+          throw protocolFailure(
+            `embeddings item index ${String(index)} is not one of ${inputs.length} inputs, or repeats`,
+          );
+        }
+        const vector = isObject(item) ? decodeVector(item.embedding) : undefined;
+        if (vector === undefined) throw protocolFailure(`embedding ${index} is not a vector of numbers`);
+        length ??= vector.length;
+        if (vector.length !== length) throw protocolFailure('embeddings in one response have different lengths');
+        vectors[index] = vector;
+      }
+      return { vectors, promptTokens: tokenCount(value.usage?.prompt_tokens) ?? 0 };
     },
 
     async rerank(model, query, documents, topN, signal) {
@@ -163,7 +217,8 @@ export function createOpenAICompatibleProvider(config: ResolvedProvider): ChatPr
         results.push({ index, relevanceScore: score });
       }
       results.sort((a, b) => b.relevanceScore - a.relevanceScore || a.index - b.index);
-      const totalTokens = value.usage?.total_tokens ?? value.meta?.billed_units?.input_tokens ?? 0;
+      const totalTokens =
+        tokenCount(value.usage?.total_tokens) ?? tokenCount(value.meta?.billed_units?.input_tokens) ?? 0;
       return { results: results.slice(0, topN), totalTokens };
     },
 

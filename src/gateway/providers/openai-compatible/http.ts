@@ -12,29 +12,57 @@ function retryAfterMs(headers: Dispatcher.ResponseData['headers']): number | und
   return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
 }
 
+/** The readable text of an HTML error page: what its body says, without head, scripts and tags. */
+const textOfHtml = (html: string) =>
+  html
+    .replace(/<(head|script|style)\b[\s\S]*?<\/\1\s*>/gi, ' ')
+    .replace(/<[^>]*>/g, ' ')
+    .replace(/\s+/g, ' ')
+    .trim();
+
+/**
+ * What an error body says: OpenAI's `error` (an object or a string), FastAPI's `detail` (a string,
+ * or its validation list as `loc: msg`), a bare `message`; an HTML page's text; else the text.
+ */
+function errorOf(text: string): { message: string | undefined; code?: string; type?: string } {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    const plain = /^\s*</.test(text) ? textOfHtml(text) : text.trim();
+    return { message: plain.slice(0, 1000) || undefined };
+  }
+  if (typeof parsed !== 'object' || parsed === null) return { message: text.slice(0, 1000) };
+  const { error, detail, message } = parsed as { error?: unknown; detail?: unknown; message?: unknown };
+  if (typeof error === 'string') return { message: error };
+  if (typeof error === 'object' && error !== null) {
+    const e = error as { message?: unknown; code?: unknown; type?: unknown };
+    return {
+      message: typeof e.message === 'string' ? e.message : text.slice(0, 1000),
+      ...(typeof e.code === 'string' ? { code: e.code } : {}),
+      ...(typeof e.type === 'string' ? { type: e.type } : {}),
+    };
+  }
+  if (typeof detail === 'string') return { message: detail };
+  if (Array.isArray(detail)) {
+    const items = detail.map((d: { loc?: unknown; msg?: unknown }) =>
+      typeof d?.msg !== 'string' ? JSON.stringify(d) : Array.isArray(d.loc) ? `${d.loc.join('.')}: ${d.msg}` : d.msg,
+    );
+    return { message: items.join('; ').slice(0, 1000) };
+  }
+  if (typeof message === 'string') return { message };
+  return { message: text.slice(0, 1000) };
+}
+
 /** An upstream's non-2xx answer as a failure, keeping its own message, code and type. */
 export async function statusFailure(provider: string, response: Dispatcher.ResponseData): Promise<UpstreamFailure> {
   const text = await response.body.text().catch(() => '');
-  let message = text.slice(0, 1000) || `HTTP ${response.statusCode}`;
-  let code: string | undefined;
-  let type: string | undefined;
-  try {
-    const parsed = JSON.parse(text) as { error?: { message?: unknown; code?: unknown; type?: unknown } | string };
-    const error = parsed.error;
-    if (typeof error === 'string') message = error;
-    else if (error !== undefined) {
-      if (typeof error.message === 'string') message = error.message;
-      if (typeof error.code === 'string') code = error.code;
-      if (typeof error.type === 'string') type = error.type;
-    }
-  } catch {
-    // Not JSON: the text itself is the message.
-  }
+  const { message, code, type } = errorOf(text);
   return new UpstreamFailure({
     kind: 'status',
     provider,
     status: response.statusCode,
-    message,
+    message: message || `HTTP ${response.statusCode}`,
     ...(code === undefined ? {} : { code }),
     ...(type === undefined ? {} : { type }),
     ...(retryAfterMs(response.headers) === undefined ? {} : { retryAfterMs: retryAfterMs(response.headers) }),
