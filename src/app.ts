@@ -12,12 +12,13 @@ import { createBackupService } from './backup/backup.service.ts';
 import { healthRoutes } from './health/health.routes.ts';
 import { listenWithAcceptors } from './http/acceptors.ts';
 import { installAuth } from './http/auth.ts';
-import { frameworkErrorHandler, installErrorHandling } from './http/error-handler.ts';
+import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './http/error-handler.ts';
 import { installJsonParser } from './http/json-body.ts';
 import { registerDocs, registerRouteRules } from './http/openapi.ts';
 import type { RouteEntry } from './http/route-config.ts';
 import type { Clock } from './clock.ts';
 import { createKeysModule } from './keys/keys.module.ts';
+import { redactUrl } from './logging.ts';
 import type { RateLimitStore } from './ratelimit/ratelimit.ts';
 import type { ToolState } from './startup-summary.ts';
 import { createChatbotsModule } from './chatbots/chatbots.module.ts';
@@ -113,6 +114,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     // router's 100-character default, whose 414 has fastify's own body.
     routerOptions: { maxParamLength: 16_384 },
     frameworkErrors: frameworkErrorHandler(routes),
+    clientErrorHandler: clientErrorHandler(routes),
     genReqId: (req) => {
       const incoming = req.headers['x-request-id'];
       return typeof incoming === 'string' && incomingRequestId.test(incoming) ? incoming : `req_${randomBase62(20)}`;
@@ -143,7 +145,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     request.log[polled ? 'debug' : 'info'](
       {
         method: request.method,
-        url: request.url,
+        url: redactUrl(request.url),
         status: reply.statusCode,
         duration_ms: Math.round(reply.elapsedTime * 100) / 100,
         key_id: request.principal?.keyId,

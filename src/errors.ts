@@ -18,6 +18,7 @@ export const errorCodeNames = [
   'conflict',
   'payload_too_large',
   'unsupported_media_type',
+  'headers_too_large',
   'rate_limit_exceeded',
   'capacity_exceeded',
   'internal_error',

@@ -13,6 +13,34 @@ const redact = [
   '*.api_key',
 ];
 
+/** Query parameters whose value may be a secret: `?api_key=…`, `?token=…`, `?access_token=…`. */
+const secretParam = /^(?:.*[_-])?(?:key|token|secret|password|auth|authorization|signature)$/i;
+
+/**
+ * A request's URL as logged: the values of query parameters named like secrets replaced. ragport
+ * reads keys only from the Authorization header, but a client that puts one in the URL (as some
+ * SDKs do for other services) must not find it in the request log.
+ */
+export function redactUrl(url: string): string {
+  const at = url.indexOf('?');
+  if (at === -1) return url;
+  const query = url
+    .slice(at + 1)
+    .split('&')
+    .map((pair) => {
+      const eq = pair.indexOf('=');
+      const name = eq === -1 ? pair : pair.slice(0, eq);
+      let decoded = name;
+      try {
+        decoded = decodeURIComponent(name);
+      } catch {
+        // Not valid percent-encoding: judged as written.
+      }
+      return eq !== -1 && secretParam.test(decoded) ? `${name}=[redacted]` : pair;
+    });
+  return `${url.slice(0, at)}?${query.join('&')}`;
+}
+
 /**
  * An error's message and its causes', each said once. Wrappers often repeat their cause (`fetch
  * failed` over `fetch failed`, `X is unreachable` over `X is unreachable: ECONNREFUSED`), which

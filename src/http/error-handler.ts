@@ -1,3 +1,5 @@
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
 import { AppError, renderError, statusOf, type ErrorCode, type ErrorFamily } from './errors.ts';
@@ -176,5 +178,34 @@ export function frameworkErrorHandler(routes: readonly RouteEntry[]) {
     const family = familyOfPath(routes, (request.raw.url ?? '').split('?')[0] ?? '');
     void reply.header('x-request-id', request.id);
     void reply.code(statusOf(appError)).type('application/json; charset=utf-8').send(renderError(appError, family));
+  };
+}
+
+/**
+ * Node's HTTP parser refuses a request before fastify sees it: headers over its limit (16 KB)
+ * are 431, anything it cannot parse 400, a request that did not arrive in time 408. Answered in
+ * the contract's shape for the route the request line names (fastify's own body otherwise), and
+ * the connection closed: the parser cannot read on from where it stopped.
+ */
+export function clientErrorHandler(routes: readonly RouteEntry[]) {
+  return (error: Error & { code?: string; rawPacket?: unknown }, socket: Socket): void => {
+    if (!socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const [code, status, message] =
+      error.code === 'HPE_HEADER_OVERFLOW'
+        ? (['headers_too_large', 431, 'Request header fields too large (16 KB at most)'] as const)
+        : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? (['invalid_value', 408, 'The request did not arrive in time'] as const)
+          : (['invalid_value', 400, 'Malformed HTTP request'] as const);
+    const raw = Buffer.isBuffer(error.rawPacket) ? error.rawPacket : Buffer.alloc(0);
+    const line = raw.subarray(0, 2_048).toString('latin1').split('\r\n', 1)[0] ?? '';
+    const path = (line.split(' ')[1] ?? '').split('?')[0] ?? '';
+    const body = JSON.stringify(renderError(new AppError({ code, message }), familyOfPath(routes, path)));
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
   };
 }

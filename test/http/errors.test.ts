@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../support/app.ts';
 
@@ -197,5 +198,58 @@ describe('logs', () => {
     expect(t.logs.filter((l) => l.request_id === 'log-check-2')[0]).toMatchObject({ status: 401 });
     expect(t.rawLogs()).not.toContain(k.key);
     expect(t.rawLogs()).not.toContain(t.adminKey);
+  });
+  it('a secret put in the query string is not logged; other parameters are', async () => {
+    const k = await t.createKey({ name: 'in-url', scopes: ['read'] });
+    const query = `?page=2&api_key=${k.key}&access_token=${k.key}x&X-Api-Key=${k.key}y&token=${k.key}z`;
+    await t.request(`/api/v1/rag/collections${query}`, { key: null, headers: { 'x-request-id': 'log-check-3' } });
+    const [line] = t.logs.filter((l) => l.request_id === 'log-check-3');
+    expect(line).toMatchObject({
+      status: 401,
+      url: '/api/v1/rag/collections?page=2&api_key=[redacted]&access_token=[redacted]&X-Api-Key=[redacted]&token=[redacted]',
+    });
+    expect(t.rawLogs()).not.toContain(k.key);
+  });
+});
+
+/** Sends raw bytes and returns everything the server answered before closing the connection. */
+function rawExchange(request: string): Promise<string> {
+  const { port } = new URL(t.url);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), '127.0.0.1', () => socket.write(request));
+    let answer = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (piece: string) => (answer += piece));
+    socket.on('end', () => resolve(answer));
+    socket.on('error', reject);
+  });
+}
+
+describe('what the HTTP parser refuses before any route runs', () => {
+  const huge = `X-Padding: ${'a'.repeat(20_000)}\r\n`;
+  const bodyOf = (answer: string) => JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as unknown;
+
+  it("headers over Node's 16 KB: 431 in the shape of the route the request line names", async () => {
+    const structuredAnswer = await rawExchange(`GET /api/v1/models HTTP/1.1\r\nHost: x\r\n${huge}\r\n`);
+    expect(structuredAnswer).toMatch(/^HTTP\/1\.1 431 Request Header Fields Too Large\r\n/);
+    expect(structuredAnswer).toMatch(/\r\nContent-Type: application\/json; charset=utf-8\r\n/);
+    expect(bodyOf(structuredAnswer)).toEqual({
+      error: {
+        message: 'Request header fields too large (16 KB at most)',
+        type: 'invalid_request_error',
+        code: 'headers_too_large',
+      },
+    });
+    const simple = await rawExchange(`GET /api/v1/rag/collections/abc HTTP/1.1\r\nHost: x\r\n${huge}\r\n`);
+    expect(simple).toMatch(/^HTTP\/1\.1 431 /);
+    expect(bodyOf(simple)).toEqual({ error: 'Request header fields too large (16 KB at most)' });
+  });
+
+  it('a request line that is not HTTP: 400 in the structured shape', async () => {
+    const answer = await rawExchange('HELLO\r\n\r\n');
+    expect(answer).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    expect(bodyOf(answer)).toEqual({
+      error: { message: 'Malformed HTTP request', type: 'invalid_request_error', code: 'invalid_value' },
+    });
   });
 });
