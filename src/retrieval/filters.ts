@@ -4,8 +4,9 @@ import { AppError } from '../errors.ts';
 
 /**
  * Metadata filters, compiled to SQL on documents.metadata (alias `d`). `{key: value}` is
- * equality; operators: $eq $ne $in $nin $gt $gte $lt $lte $exists. Keys may be dotted paths.
- * Several keys must all match. Equality uses @> so the GIN index on metadata serves it.
+ * equality, which a value inside a metadata array meets too; operators: $eq $ne $in $nin $gt $gte
+ * $lt $lte $exists. Keys may be dotted paths. Several keys must all match. Equality uses @> so the
+ * GIN index on metadata serves it.
  *
  * Every part of a filter is bounded before any SQL is built (docs/retrieval.md, "Filters and
  * their limits"): a `$in` list once bound one parameter per value, and 32,800 of them overflowed
@@ -51,14 +52,22 @@ function compiler(where: string) {
     return doc;
   };
 
-  const containing = (path: string[], value: unknown): SQL =>
-    sql`coalesce(d.metadata @> ${JSON.stringify(containment(path, value))}::jsonb, false)`;
+  /**
+   * What equality to `value` at `path` accepts: the value itself, or (for anything but an array)
+   * an array holding it. jsonb containment looks inside arrays only at the top level:
+   * `{"tags": ["a", "b"]} @> {"tags": "a"}` is false, `@> {"tags": ["a"]}` true.
+   */
+  const documentsFor = (path: string[], value: unknown): unknown[] =>
+    Array.isArray(value) ? [containment(path, value)] : [containment(path, value), containment(path, [value])];
 
-  /** Any of the values, bound as ONE jsonb array parameter however long the list. */
-  const containingAny = (path: string[], values: unknown[]): SQL => {
-    const docs = JSON.stringify(values.map((v) => containment(path, v)));
-    return sql`coalesce(d.metadata @> any(array(select jsonb_array_elements(${docs}::jsonb))), false)`;
-  };
+  /** Any of the documents, bound as ONE jsonb array parameter however long the list. */
+  const containingAnyOf = (docs: unknown[]): SQL =>
+    sql`coalesce(d.metadata @> any(array(select jsonb_array_elements(${JSON.stringify(docs)}::jsonb))), false)`;
+
+  const containing = (path: string[], value: unknown): SQL => containingAnyOf(documentsFor(path, value));
+
+  const containingAny = (path: string[], values: unknown[]): SQL =>
+    containingAnyOf(values.flatMap((v) => documentsFor(path, v)));
 
   const compare = (path: string[], op: string, value: unknown, key: string): SQL => {
     const sqlOp = sql.raw({ $gt: '>', $gte: '>=', $lt: '<', $lte: '<=' }[op] as string);

@@ -50,12 +50,12 @@ beforeAll(async () => {
     [
       'cats.txt',
       'Cats are small domesticated felines. They purr when content and hunt mice.',
-      { team: 'pets', year: 2020, draft: true, owner: { level: 1 } },
+      { team: 'pets', year: 2020, draft: true, owner: { level: 1 }, tags: ['mammal', 'hunter'] },
     ],
     [
       'dogs.txt',
       'Dogs are loyal domesticated canines that bark and love long walks.',
-      { team: 'pets', year: 2021, owner: { level: 2 } },
+      { team: 'pets', year: 2021, owner: { level: 2 }, tags: ['mammal', 'loyal'] },
     ],
     [
       'revenue.txt',
@@ -199,6 +199,26 @@ describe('rag_search', () => {
     expect(await run({ 'owner.level': { $gte: 1 } })).toEqual(['cats.txt', 'dogs.txt']);
     expect(await run({ team: 'pets', year: 2021 })).toEqual(['dogs.txt']);
     expect(await run({ team: 'nobody' })).toEqual([]);
+    // Equality is met by a value inside a metadata array (docs/retrieval.md), by every operator.
+    expect(await run({ tags: 'mammal' })).toEqual(['cats.txt', 'dogs.txt']);
+    expect(await run({ tags: { $eq: 'hunter' } })).toEqual(['cats.txt']);
+    expect(await run({ tags: { $in: ['loyal', 'nothing'] } })).toEqual(['dogs.txt']);
+    expect(await run({ tags: { $ne: 'hunter' } })).toEqual([
+      'dogs.txt',
+      'orders.txt',
+      'orders2.txt',
+      'revenue.txt',
+      'rockets.txt',
+    ]);
+    expect(await run({ tags: { $nin: ['mammal'] } })).toEqual([
+      'orders.txt',
+      'orders2.txt',
+      'revenue.txt',
+      'rockets.txt',
+    ]);
+    // An array value: every element must be in the metadata array.
+    expect(await run({ tags: ['loyal', 'mammal'] })).toEqual(['dogs.txt']);
+    expect(await run({ tags: ['loyal', 'hunter'] })).toEqual([]);
     // Filters apply to every mode.
     expect(names(await hits({ ...q, mode: 'keyword', query: 'shipped warehouse', filters: { year: 2024 } }))).toEqual([
       'orders2.txt',
