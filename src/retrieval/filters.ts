@@ -6,7 +6,7 @@ import { AppError } from '../errors.ts';
  * Metadata filters, compiled to SQL on documents.metadata (alias `d`). `{key: value}` is
  * equality, which a value inside a metadata array meets too; operators: $eq $ne $in $nin $gt $gte
  * $lt $lte $exists. Keys may be dotted paths. Several keys must all match. Equality uses @> so the
- * GIN index on metadata serves it.
+ * GIN index on metadata can serve it (a `$in` list, bound as one array, is checked row by row).
  *
  * Every part of a filter is bounded before any SQL is built (docs/retrieval.md, "Filters and
  * their limits"): a `$in` list once bound one parameter per value, and 32,800 of them overflowed
@@ -64,7 +64,19 @@ function compiler(where: string) {
   const containingAnyOf = (docs: unknown[]): SQL =>
     sql`coalesce(d.metadata @> any(array(select jsonb_array_elements(${JSON.stringify(docs)}::jsonb))), false)`;
 
-  const containing = (path: string[], value: unknown): SQL => containingAnyOf(documentsFor(path, value));
+  /**
+   * One `@>` per document, or'ed: each can use the GIN index on metadata (a bitmap OR). Not
+   * wrapped in coalesce(), which hides them from the index: a document without metadata makes it
+   * null, which a WHERE takes as false, and `$ne` negates it through `negated`.
+   */
+  const containing = (path: string[], value: unknown): SQL =>
+    sql`(${sql.join(
+      documentsFor(path, value).map((doc) => sql`d.metadata @> ${JSON.stringify(doc)}::jsonb`),
+      sql` or `,
+    )})`;
+
+  /** True where `condition` is false or null (no metadata at all). */
+  const negated = (condition: SQL): SQL => sql`not coalesce(${condition}, false)`;
 
   const containingAny = (path: string[], values: unknown[]): SQL =>
     containingAnyOf(values.flatMap((v) => documentsFor(path, v)));
@@ -101,7 +113,7 @@ function compiler(where: string) {
           parts.push(containing(path, value));
           break;
         case '$ne':
-          parts.push(sql`not ${containing(path, value)}`);
+          parts.push(negated(containing(path, value)));
           break;
         case '$in':
         case '$nin': {
@@ -110,7 +122,7 @@ function compiler(where: string) {
             throw invalid(`${key}.${op}: at most ${n(filterLimits.listValues)} values (got ${n(value.length)})`);
           }
           const any = containingAny(path, value);
-          parts.push(op === '$in' ? any : sql`not ${any}`);
+          parts.push(op === '$in' ? any : negated(any));
           break;
         }
         case '$exists': {
