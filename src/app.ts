@@ -178,7 +178,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     uploadLimitBytes: config.uploadLimitBytes,
   });
   server.addHook('onClose', () => documents.close());
-  const embeddingsApi = createEmbeddingsModule({ registry: embeddings, usage });
+  const embeddingsApi = createEmbeddingsModule({ registry: embeddings, usage, quota: processing.usage.quota });
   const retrieval = createRetrievalModule({
     db: database.db,
     oneSession: database.kind === 'pglite',

@@ -15,14 +15,14 @@ export function embeddingsRoutes(embeddings: EmbeddingsService) {
           operationId: 'createEmbeddings',
           tags: ['embeddings'],
           description:
-            "OpenAI-compatible embeddings. A local model by its name, else a model an upstream provider serves (retries and failover as for chat), else OpenAI names are aliases of the local default model; the same resolution as a collection's embedding_model. The header x-ragport-embedding-model names the model that computed them.",
+            "OpenAI-compatible embeddings. A local model by its name, else a model an upstream provider serves (retries and failover as for chat), else OpenAI names are aliases of the local default model; the same resolution as a collection's embedding_model. Tokens count toward the key's quota.tokens_per_month, which refuses the call (403 quota_exceeded) once reached. The header x-ragport-embedding-model names the model that computed them.",
           body: embeddingsBody,
           response: { 200: embeddingsResponse },
         },
       },
       async (request, reply) => {
         const { response, resolvedModel } = await embeddings.create(
-          principalOf(request).keyId,
+          principalOf(request),
           request.body,
           clientGone(reply),
         );

@@ -12,6 +12,22 @@ const MAX_DIMENSIONS = 16_384;
 // failed `.max` would be reported as the union's generic message.
 const tokenArray = z.array(z.number().int().min(0)).min(1, 'a token array must not be empty');
 
+const INPUT_SHAPE =
+  'input is a string, an array of strings, or token ids (an array of integers, or an array of such arrays)';
+
+/**
+ * Inside the union a branch's own message is lost: an array that fails only by its length or an
+ * empty string would get the generic sentence. Those say what is wrong (after `input: `).
+ */
+function inputError(input: unknown): string {
+  if (Array.isArray(input)) {
+    if (input.length === 0) return 'must not be empty';
+    if (input.length > MAX_INPUTS) return `at most ${MAX_INPUTS} inputs per request (got ${input.length})`;
+  }
+  if (input === '') return 'must not be empty';
+  return INPUT_SHAPE;
+}
+
 export const embeddingsBody = z.object({
   model: z
     .string()
@@ -20,18 +36,16 @@ export const embeddingsBody = z.object({
     .meta({ example: 'text-embedding-ada-002', description: 'A local model, an alias, or a model an upstream serves' }),
   input: z.union(
     [
-      z.string().min(1, 'input must not be empty'),
+      z.string().min(1, 'must not be empty'),
       z
-        .array(z.string().min(1, 'input strings must not be empty'))
-        .min(1, 'input must not be empty')
+        .array(z.string().min(1, 'must not be empty'))
+        .min(1, 'must not be empty')
         .max(MAX_INPUTS, `at most ${MAX_INPUTS} inputs per request`),
       // Token ids (cl100k_base, as OpenAI's API takes them): one array, or one per input.
       tokenArray,
-      z.array(tokenArray).min(1, 'input must not be empty').max(MAX_INPUTS, `at most ${MAX_INPUTS} inputs per request`),
+      z.array(tokenArray).min(1, 'must not be empty').max(MAX_INPUTS, `at most ${MAX_INPUTS} inputs per request`),
     ],
-    {
-      error: 'input is a string, an array of strings, or token ids (an array of integers, or an array of such arrays)',
-    },
+    { error: (issue) => inputError(issue.input) },
   ),
   encoding_format: z.enum(['float', 'base64']).default('float'),
   dimensions: z

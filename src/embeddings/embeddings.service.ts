@@ -1,4 +1,6 @@
 import { AppError } from '../errors.ts';
+import type { Principal } from '../keys/principal.ts';
+import { checkTokenQuota, type TokenQuota } from '../usage/quota.ts';
 import type { EmbeddingsBody, EmbeddingsResponse } from './embeddings.schemas.ts';
 import { MAX_TOTAL_CHARS } from './embeddings.schemas.ts';
 import { inputTexts } from './token-input.ts';
@@ -15,6 +17,8 @@ function toBase64(vector: Float32Array): string {
 export interface EmbeddingsServiceDeps {
   registry: EmbeddingRegistry;
   usage: UsageSink;
+  /** The monthly token quota, checked as chat checks it. */
+  quota: Pick<TokenQuota, 'tokensThisMonth'>;
 }
 
 function respond(body: EmbeddingsBody, vectors: Float32Array[], promptTokens: number): EmbeddingsResponse {
@@ -33,7 +37,7 @@ function respond(body: EmbeddingsBody, vectors: Float32Array[], promptTokens: nu
 export function createEmbeddingsService(deps: EmbeddingsServiceDeps) {
   return {
     async create(
-      keyId: string,
+      principal: Pick<Principal, 'keyId' | 'quota'>,
       body: EmbeddingsBody,
       signal: AbortSignal,
     ): Promise<{ response: EmbeddingsResponse; resolvedModel: string }> {
@@ -62,6 +66,8 @@ export function createEmbeddingsService(deps: EmbeddingsServiceDeps) {
           param: 'dimensions',
         });
       }
+      // Local models cost tokens too: they count toward the quota, and are refused by it alike.
+      await checkTokenQuota(deps.quota, principal.keyId, principal.quota.tokensPerMonth);
       // No keyId to the model: this route counts every request itself, local models' too, under
       // the name the client asked for.
       const { vectors, promptTokens } = await model.embed(inputs, {
@@ -69,7 +75,7 @@ export function createEmbeddingsService(deps: EmbeddingsServiceDeps) {
         signal,
         ...(body.dimensions !== undefined && model.provider !== 'local' ? { dimensions: body.dimensions } : {}),
       });
-      deps.usage.record({ keyId, model: body.model, promptTokens, completionTokens: 0 });
+      deps.usage.record({ keyId: principal.keyId, model: body.model, promptTokens, completionTokens: 0 });
       return { resolvedModel: model.name, response: respond(body, vectors, promptTokens) };
     },
   };

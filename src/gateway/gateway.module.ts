@@ -45,7 +45,7 @@ export function createGatewayModule(deps: GatewayDeps) {
   const { onUpstreamFailure } = deps;
   const observe = onUpstreamFailure ? { onUpstreamFailure } : {};
   const service = createGatewayService({ registry, retry, usage: deps.usage, quota: deps.quota, logger, ...observe });
-  const rerankers = createRerankers({ registry, retry, logger, usage: deps.usage, ...observe });
+  const rerankers = createRerankers({ registry, retry, logger, usage: deps.usage, quota: deps.quota, ...observe });
   const embeddingBackend = createEmbeddingBackends({ registry, retry, logger, ...observe });
   return {
     /** /chat/completions and /models, then /rerank. */

@@ -6,7 +6,7 @@ import type {
 } from 'openai/resources/chat/completions';
 import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
-import type { TokenQuota } from '../usage/quota.ts';
+import { checkTokenQuota, type TokenQuota } from '../usage/quota.ts';
 import type { UsageRecorder } from '../usage/usage.recorder.ts';
 import { asAppError } from './gateway.errors.ts';
 import { tokenCount, UpstreamFailure, type StreamEvent, type Usage } from './providers/provider.ts';
@@ -103,15 +103,7 @@ export function createGatewayService({ registry, retry, usage, quota, logger, on
   const prepare = async (model: string, caller: Caller | undefined): Promise<Candidate[]> => {
     const candidates = await registry.candidates(model, 'chat');
     if (candidates.length === 0) throw modelNotFound(model);
-    if (caller !== undefined && caller.tokensPerMonth !== null) {
-      const used = await quota.tokensThisMonth(caller.keyId);
-      if (used >= caller.tokensPerMonth) {
-        throw new AppError({
-          code: 'quota_exceeded',
-          message: `Monthly token quota of this API key exceeded (${used} of ${caller.tokensPerMonth})`,
-        });
-      }
-    }
+    if (caller !== undefined) await checkTokenQuota(quota, caller.keyId, caller.tokensPerMonth);
     return candidates;
   };
 

@@ -36,7 +36,7 @@ export function rerankRoutes(rerankers: Rerankers) {
             operationId,
             tags: ['embeddings'],
             description:
-              'Orders documents by relevance to a query, in the shape Cohere, Jina, vLLM and LiteLLM clients use; served by the upstream providers that serve the model.' +
+              "Orders documents by relevance to a query, in the shape Cohere, Jina, vLLM and LiteLLM clients use; served by the upstream providers that serve the model. Tokens count toward the calling key's quota.tokens_per_month, which refuses the call (403 quota_exceeded) once reached." +
               client,
             body: rerankBody,
             response: { 200: rerankResponse },
@@ -53,8 +53,9 @@ export function rerankRoutes(rerankers: Rerankers) {
               param: 'documents',
             });
           }
-          const { results, totalTokens } = await rerankers.rerank(
-            principalOf(request).keyId,
+          const principal = principalOf(request);
+          const { results, totalTokens } = await rerankers.rerankFor(
+            { keyId: principal.keyId, tokensPerMonth: principal.quota.tokensPerMonth },
             { model: body.model, query: body.query, documents: texts, topN: body.top_n ?? texts.length },
             clientGone(reply),
           );

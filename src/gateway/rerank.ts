@@ -1,7 +1,9 @@
 import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
+import { checkTokenQuota, type TokenQuota } from '../usage/quota.ts';
 import type { UsageEvent } from '../usage/usage.recorder.ts';
 import { asAppError } from './gateway.errors.ts';
+import type { Caller } from './gateway.service.ts';
 import type { RerankItem } from './providers/provider.ts';
 import type { Registry } from './registry.ts';
 import { failoverContext, withFailover, type FailoverContext, type RetryPolicy } from './reliability.ts';
@@ -25,6 +27,8 @@ export interface RerankersDeps {
   retry: RetryPolicy;
   logger: Logger;
   usage: { record(event: UsageEvent): void };
+  /** The monthly token quota, checked for the API's callers as chat checks it. */
+  quota: Pick<TokenQuota, 'tokensThisMonth'>;
   onUpstreamFailure?: FailoverContext['onFailure'];
 }
 
@@ -34,37 +38,53 @@ export interface RerankersDeps {
  * are counted against the calling key: the upstream's count, else the query once per document
  * plus the documents, which is what a cross-encoder reads.
  */
-export function createRerankers({ registry, retry, logger, usage, onUpstreamFailure }: RerankersDeps) {
+export function createRerankers({ registry, retry, logger, usage, quota, onUpstreamFailure }: RerankersDeps) {
+  /** With a caller, its token quota is checked once the model is known, before any upstream call. */
+  async function rerank(
+    keyId: string,
+    request: RerankRequest,
+    signal: AbortSignal | undefined,
+    caller?: Caller,
+  ): Promise<RerankOutcome> {
+    const candidates = await registry.candidates(request.model, 'rerank');
+    if (candidates.length === 0) {
+      throw new AppError({
+        code: 'model_not_found',
+        message: `No provider serves the rerank model '${request.model}'`,
+        param: 'model',
+      });
+    }
+    if (caller !== undefined) await checkTokenQuota(quota, caller.keyId, caller.tokensPerMonth);
+    const target = registry.target(request.model);
+    const documents = [...request.documents];
+    const topN = Math.min(request.topN, documents.length);
+    let outcome;
+    try {
+      outcome = await withFailover(
+        candidates,
+        (p) => p.rerank(target, request.query, documents, topN, signal),
+        failoverContext({ retry, logger, onFailure: onUpstreamFailure }, request.model, signal),
+      );
+    } catch (error) {
+      throw asAppError(error);
+    }
+    const totalTokens =
+      outcome.totalTokens > 0
+        ? outcome.totalTokens
+        : (await countTextTokens(documents)) + documents.length * (await countTextTokens([request.query]));
+    usage.record({ keyId, model: request.model, promptTokens: totalTokens, completionTokens: 0 });
+    return { results: outcome.results, totalTokens };
+  }
+
   return {
-    async rerank(keyId: string, request: RerankRequest, signal?: AbortSignal): Promise<RerankOutcome> {
-      const candidates = await registry.candidates(request.model, 'rerank');
-      if (candidates.length === 0) {
-        throw new AppError({
-          code: 'model_not_found',
-          message: `No provider serves the rerank model '${request.model}'`,
-          param: 'model',
-        });
-      }
-      const target = registry.target(request.model);
-      const documents = [...request.documents];
-      const topN = Math.min(request.topN, documents.length);
-      let outcome;
-      try {
-        outcome = await withFailover(
-          candidates,
-          (p) => p.rerank(target, request.query, documents, topN, signal),
-          failoverContext({ retry, logger, onFailure: onUpstreamFailure }, request.model, signal),
-        );
-      } catch (error) {
-        throw asAppError(error);
-      }
-      const totalTokens =
-        outcome.totalTokens > 0
-          ? outcome.totalTokens
-          : (await countTextTokens(documents)) + documents.length * (await countTextTokens([request.query]));
-      usage.record({ keyId, model: request.model, promptTokens: totalTokens, completionTokens: 0 });
-      return { results: outcome.results, totalTokens };
-    },
+    /**
+     * A search's rerank stage (rag_search): counted against the searching key, and, like the
+     * query's embedding, never refused for its token quota (docs/gateway.md).
+     */
+    rerank: (keyId: string, request: RerankRequest, signal?: AbortSignal) => rerank(keyId, request, signal),
+    /** /rerank: refused with 403 quota_exceeded once the key's tokens this month reach its quota. */
+    rerankFor: (caller: Caller, request: RerankRequest, signal?: AbortSignal) =>
+      rerank(caller.keyId, request, signal, caller),
   };
 }
 

@@ -4,7 +4,7 @@ import { openDatabase } from '../db/client.ts';
 import { createMemoryStore } from '../ratelimit/memory.store.ts';
 import { createKeysRepository } from './keys.repository.ts';
 import { createKeyFromFlags } from './keys.cli.flags.ts';
-import { createKeysService } from './keys.service.ts';
+import { createKeysService, operator } from './keys.service.ts';
 
 const usage = `Usage:
   npm run keys -- create --name NAME --scopes read,write[,...] [--tier standard|premium|enterprise]
@@ -56,22 +56,22 @@ async function main(argv: string[]): Promise<number> {
     const print = (value: unknown) => process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
     switch (command) {
       case 'create': {
-        const created = await keys.create(createKeyFromFlags(values));
+        const created = await keys.create(operator, createKeyFromFlags(values));
         print(created);
         process.stderr.write('Store the key now: it is shown only once.\n');
         return 0;
       }
       case 'list':
-        print({ keys: await keys.list() });
+        print({ keys: await keys.list(operator) });
         return 0;
       case 'revoke':
         if (id === undefined) throw new Error('revoke needs a key id');
-        await keys.revoke(id);
+        await keys.revoke(operator, id);
         print({ message: 'API key revoked', id });
         return 0;
       case 'rotate':
         if (id === undefined) throw new Error('rotate needs a key id');
-        print(await keys.rotate(id));
+        print(await keys.rotate(operator, id));
         return 0;
       default:
         process.stderr.write(`Unknown command '${command}'\n${usage}\n`);

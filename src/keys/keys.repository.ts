@@ -28,11 +28,28 @@ export interface UsageRow {
   completionTokens: number;
 }
 
+/**
+ * The keys a manager may see: all of them (null), or only those restricted to some of these
+ * collections (a key without a restriction is never among them).
+ */
+export type KeyScope = readonly string[] | null;
+
 /** Every change to a key is announced here (payload: the key id), in the transaction that makes it. */
 export const KEY_CHANGES_CHANNEL = 'ragport_api_keys';
 
+function withinScope(scope: KeyScope) {
+  if (scope === null) return undefined;
+  const names = sql.join(
+    scope.map((name) => sql`${name}`),
+    sql`, `,
+  );
+  return sql`(${apiKeys.collections} is not null and ${apiKeys.collections} <@ array[${names}]::text[])`;
+}
+
 export function createKeysRepository(db: Db) {
-  const live = (id: string) => and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt));
+  // The scope is part of each statement, so a key changed meanwhile by another manager cannot be
+  // written (or its secret replaced) on the strength of an earlier read.
+  const live = (id: string, scope: KeyScope) => and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt), withinScope(scope));
   /**
    * Runs a write of one key and announces it on commit, so that other instances drop what they
    * remember of the key before anyone can learn of the change from this one.
@@ -64,44 +81,53 @@ export function createKeysRepository(db: Db) {
       return row;
     },
 
-    async findLive(id: string): Promise<ApiKeyRow | undefined> {
-      const [row] = await db.select().from(apiKeys).where(live(id)).limit(1);
+    async findLive(id: string, scope: KeyScope): Promise<ApiKeyRow | undefined> {
+      const [row] = await db.select().from(apiKeys).where(live(id, scope)).limit(1);
       return row;
     },
 
-    async listLive(): Promise<ApiKeyRow[]> {
-      return db.select().from(apiKeys).where(isNull(apiKeys.revokedAt)).orderBy(desc(apiKeys.createdAt), apiKeys.id);
+    async listLive(scope: KeyScope): Promise<ApiKeyRow[]> {
+      return db
+        .select()
+        .from(apiKeys)
+        .where(and(isNull(apiKeys.revokedAt), withinScope(scope)))
+        .orderBy(desc(apiKeys.createdAt), apiKeys.id);
     },
 
-    async update(id: string, patch: KeyPatch): Promise<ApiKeyRow | undefined> {
+    async update(id: string, patch: KeyPatch, scope: KeyScope): Promise<ApiKeyRow | undefined> {
       const [row] = await announced(id, (tx) =>
         tx
           .update(apiKeys)
           .set({ ...patch, updatedAt: sql`now()` })
-          .where(live(id))
+          .where(live(id, scope))
           .returning(),
       );
       return row;
     },
 
-    async replaceSecret(id: string, secretHash: string, prefix: string): Promise<ApiKeyRow | undefined> {
+    async replaceSecret(
+      id: string,
+      secretHash: string,
+      prefix: string,
+      scope: KeyScope,
+    ): Promise<ApiKeyRow | undefined> {
       const [row] = await announced(id, (tx) =>
         tx
           .update(apiKeys)
           .set({ secretHash, prefix, updatedAt: sql`now()` })
-          .where(live(id))
+          .where(live(id, scope))
           .returning(),
       );
       return row;
     },
 
     /** Revocation keeps the row (usage history stays attributable) and stops the key at once. */
-    async revoke(id: string): Promise<boolean> {
+    async revoke(id: string, scope: KeyScope): Promise<boolean> {
       const rows = await announced(id, (tx) =>
         tx
           .update(apiKeys)
           .set({ revokedAt: sql`now()`, updatedAt: sql`now()` })
-          .where(live(id))
+          .where(live(id, scope))
           .returning({ id: apiKeys.id }),
       );
       return rows.length > 0;

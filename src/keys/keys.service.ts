@@ -1,13 +1,20 @@
 import type { ApiKeyRow } from '../db/schema/keys.ts';
 import { newId } from '../db/ids.ts';
-import { invalid, notFound } from '../errors.ts';
+import { AppError, invalid, notFound } from '../errors.ts';
 import { keySubject, windowsFor } from '../ratelimit/policy.ts';
 import type { RateLimitStore } from '../ratelimit/ratelimit.ts';
 import { createAuthCache, type AuthCache } from './auth-cache.ts';
 import type { KeyChanges } from './key-changes.ts';
 import type { KeyPatch, KeysRepository } from './keys.repository.ts';
 import type { CreateKeyBody, KeyRecord, KeyUsage, UpdateKeyBody } from './keys.schemas.ts';
-import { tierLimits, type Principal, type Scope, type Tier, type WindowLimits } from './principal.ts';
+import {
+  coversCollections,
+  tierLimits,
+  type Principal,
+  type Scope,
+  type Tier,
+  type WindowLimits,
+} from './principal.ts';
 import { generateSecret, hashSecret, isWellFormedKey, hashesEqual, visiblePrefix } from './secret.ts';
 
 export type { Clock } from '../clock.ts';
@@ -17,6 +24,15 @@ export type AuthOutcome =
   { ok: true; principal: Principal } | { ok: false; reason: 'malformed' | 'unknown' | 'revoked' | 'expired' };
 
 export const BOOTSTRAP_KEY_ID = 'key_bootstrap_admin';
+
+/**
+ * Who manages keys: an admin key's collections (null: every one). A key restricted to collections
+ * sees and changes only keys restricted to some of them; the others are reported as missing.
+ */
+export type KeyManager = Pick<Principal, 'collections'>;
+
+/** The operator at the shell (`npm run keys`): every key. */
+export const operator: KeyManager = { collections: null };
 
 export interface KeysServiceDeps {
   repo: KeysRepository;
@@ -128,10 +144,24 @@ export function createKeysService({
 
   const adminKeyHash = adminKey === undefined ? undefined : hashSecret(adminKey);
 
-  const requireLive = async (id: string): Promise<ApiKeyRow> => {
-    const row = await repo.findLive(id);
+  const requireLive = async (manager: KeyManager, id: string): Promise<ApiKeyRow> => {
+    const row = await repo.findLive(id, manager.collections);
     if (!row) throw notFound('API key not found');
     return row;
+  };
+
+  /** A key the manager creates, or a change it makes, stays within the manager's collections. */
+  const checkCollections = (manager: KeyManager, collections: readonly string[] | null) => {
+    if (coversCollections(manager, collections)) return;
+    const outside = collections?.find((name) => !manager.collections?.includes(name));
+    throw new AppError({
+      code: 'insufficient_scope',
+      message:
+        outside === undefined
+          ? 'This API key is restricted to collections: a key it creates or changes must be restricted to some of them'
+          : `This API key may not use collection '${outside}'`,
+      param: 'collections',
+    });
   };
 
   return {
@@ -154,7 +184,8 @@ export function createKeysService({
       return { ok: true, principal: key.principal };
     },
 
-    async create(input: CreateKeyBody): Promise<KeyRecord & { key: string }> {
+    async create(manager: KeyManager, input: CreateKeyBody): Promise<KeyRecord & { key: string }> {
+      checkCollections(manager, input.collections ?? null);
       checkRateLimits(input.tier, input.rate_limits);
       const secret = generateSecret();
       const row = await repo.insert({
@@ -172,16 +203,17 @@ export function createKeysService({
       return { ...toRecord(row), key: secret };
     },
 
-    async list(): Promise<KeyRecord[]> {
-      return (await repo.listLive()).map(toRecord);
+    async list(manager: KeyManager): Promise<KeyRecord[]> {
+      return (await repo.listLive(manager.collections)).map(toRecord);
     },
 
-    async get(id: string): Promise<KeyRecord> {
-      return toRecord(await requireLive(id));
+    async get(manager: KeyManager, id: string): Promise<KeyRecord> {
+      return toRecord(await requireLive(manager, id));
     },
 
-    async update(id: string, input: UpdateKeyBody): Promise<KeyRecord> {
-      const current = await requireLive(id);
+    async update(manager: KeyManager, id: string, input: UpdateKeyBody): Promise<KeyRecord> {
+      const current = await requireLive(manager, id);
+      if (input.collections !== undefined) checkCollections(manager, input.collections);
       const tier = input.tier ?? (current.tier as Tier);
       checkRateLimits(tier, input.rate_limits);
       const patch: KeyPatch = {};
@@ -195,25 +227,27 @@ export function createKeysService({
       if (input.quota !== undefined) patch.quota = input.quota;
       const expiresAt = expiryFrom(input.expires_at);
       if (expiresAt !== undefined) patch.expiresAt = expiresAt;
-      const row = await changing(id, () => repo.update(id, patch));
+      const row = await changing(id, () => repo.update(id, patch, manager.collections));
       if (!row) throw notFound('API key not found');
       return toRecord(row);
     },
 
-    async revoke(id: string): Promise<void> {
-      const revoked = await changing(id, () => repo.revoke(id));
+    async revoke(manager: KeyManager, id: string): Promise<void> {
+      const revoked = await changing(id, () => repo.revoke(id, manager.collections));
       if (!revoked) throw notFound('API key not found');
     },
 
-    async rotate(id: string): Promise<KeyRecord & { key: string }> {
+    async rotate(manager: KeyManager, id: string): Promise<KeyRecord & { key: string }> {
       const secret = generateSecret();
-      const row = await changing(id, () => repo.replaceSecret(id, hashSecret(secret), visiblePrefix(secret)));
+      const row = await changing(id, () =>
+        repo.replaceSecret(id, hashSecret(secret), visiblePrefix(secret), manager.collections),
+      );
       if (!row) throw notFound('API key not found');
       return { ...toRecord(row), key: secret };
     },
 
-    async usage(id: string): Promise<KeyUsage> {
-      const row = await requireLive(id);
+    async usage(manager: KeyManager, id: string): Promise<KeyUsage> {
+      const row = await requireLive(manager, id);
       const principal = principalFromRow(row);
       const now = clock();
       const outcome = await limiter.peek(keySubject(row.id), windowsFor(principal), now);

@@ -37,3 +37,13 @@ export const hasScope = (principal: Principal, scope: Scope): boolean =>
 
 export const canUseCollection = (principal: Principal, name: string): boolean =>
   principal.collections === null || principal.collections.includes(name);
+
+/**
+ * Whether keys restricted to `collections` (null: every collection) stay inside what `principal`
+ * may use. A key restricted to collections manages only such keys, itself included: otherwise it
+ * could lift its own restriction, or take the secret of a key without one.
+ */
+export const coversCollections = (principal: Pick<Principal, 'collections'>, collections: readonly string[] | null) => {
+  const own = principal.collections;
+  return own === null || (collections !== null && collections.every((name) => own.includes(name)));
+};

@@ -1,6 +1,7 @@
 import type { UsageRecorder } from './usage.recorder.ts';
 import type { UsageRepository } from './usage.repository.ts';
 import type { Clock } from '../clock.ts';
+import { AppError } from '../errors.ts';
 
 export interface TokenQuotaOptions {
   repo: Pick<UsageRepository, 'tokensSince'>;
@@ -42,3 +43,22 @@ export function createTokenQuota({ repo, recorder, clock, ttlMs }: TokenQuotaOpt
 }
 
 export type TokenQuota = ReturnType<typeof createTokenQuota>;
+
+/**
+ * Refuses a key whose tokens this month reached its `tokensPerMonth` (null: no quota, nothing is
+ * read), before any model works for it: chat, /embeddings and /rerank refuse alike.
+ */
+export async function checkTokenQuota(
+  quota: Pick<TokenQuota, 'tokensThisMonth'>,
+  keyId: string,
+  tokensPerMonth: number | null,
+): Promise<void> {
+  if (tokensPerMonth === null) return;
+  const used = await quota.tokensThisMonth(keyId);
+  if (used >= tokensPerMonth) {
+    throw new AppError({
+      code: 'quota_exceeded',
+      message: `Monthly token quota of this API key exceeded (${used} of ${tokensPerMonth})`,
+    });
+  }
+}

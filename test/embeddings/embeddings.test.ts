@@ -93,6 +93,26 @@ describe('POST /api/v1/embeddings (local model)', () => {
     }
   });
 
+  it('an input that fails only by its length or an empty string says so, not the generic shape', async () => {
+    const model = 'text-embedding-ada-002';
+    const cases: [unknown, string][] = [
+      [Array.from({ length: 2049 }, () => 'x'), 'input: at most 2048 inputs per request (got 2049)'],
+      [Array.from({ length: 2049 }, () => [15339]), 'input: at most 2048 inputs per request (got 2049)'],
+      [[], 'input: must not be empty'],
+      ['', 'input: must not be empty'],
+      [['ok', ''], 'input.1: must not be empty'],
+      [
+        { text: 'x' },
+        'input: input is a string, an array of strings, or token ids (an array of integers, or an array of such arrays)',
+      ],
+    ];
+    for (const [input, message] of cases) {
+      const response = await embed({ model, input });
+      expect(response.status).toBe(400);
+      expect(((await response.json()) as { error: { message: string } }).error.message).toBe(message);
+    }
+  });
+
   it('token ids (cl100k_base, as LangChain sends them) are the text they encode', async () => {
     const texts = ['hello world', 'Vectors of the same text match whatever shares the batch.'];
     const { encode } = await import('gpt-tokenizer/encoding/cl100k_base');

@@ -98,22 +98,35 @@ const keyRoute = (suffix: string, body?: unknown) => async () => ({
   ...(body === undefined ? {} : { body }),
 });
 
+// Key management keeps a key's restriction: keys beyond it are missing, a key without one is refused.
+const keyNotFound = structuredNotFound('API key not found');
 const fixtures: Record<string, Fixture> = {
   'POST /api/v1/keys': {
     request: fixed('/api/v1/keys', { name: 'm', scopes: ['read'], tier: 'standard' }),
     shape: 'structured',
-    restricted: 'unaffected',
+    restricted: {
+      status: 403,
+      body: {
+        error: {
+          message:
+            'This API key is restricted to collections: a key it creates or changes must be restricted to some of them',
+          type: 'permission_error',
+          code: 'insufficient_scope',
+          param: 'collections',
+        },
+      },
+    },
   },
   'GET /api/v1/keys': { request: fixed('/api/v1/keys'), shape: 'structured', restricted: 'unaffected' },
-  'GET /api/v1/keys/:id': { request: keyRoute(''), shape: 'structured', restricted: 'unaffected' },
+  'GET /api/v1/keys/:id': { request: keyRoute(''), shape: 'structured', restricted: keyNotFound },
   'PATCH /api/v1/keys/:id': {
     request: keyRoute('', { name: 'renamed' }),
     shape: 'structured',
-    restricted: 'unaffected',
+    restricted: keyNotFound,
   },
-  'DELETE /api/v1/keys/:id': { request: keyRoute(''), shape: 'structured', restricted: 'unaffected' },
-  'POST /api/v1/keys/:id/rotate': { request: keyRoute('/rotate'), shape: 'structured', restricted: 'unaffected' },
-  'GET /api/v1/keys/:id/usage': { request: keyRoute('/usage'), shape: 'structured', restricted: 'unaffected' },
+  'DELETE /api/v1/keys/:id': { request: keyRoute(''), shape: 'structured', restricted: keyNotFound },
+  'POST /api/v1/keys/:id/rotate': { request: keyRoute('/rotate'), shape: 'structured', restricted: keyNotFound },
+  'GET /api/v1/keys/:id/usage': { request: keyRoute('/usage'), shape: 'structured', restricted: keyNotFound },
 
   'POST /api/v1/rag/collections': {
     request: fixed('/api/v1/rag/collections', { name: 'matrix_new' }),
