@@ -57,6 +57,55 @@ describe('Python: per-run budget', () => {
     expect(r.output).not.toContain('survived 4');
   });
 
+  // A probe of the tool: ThreadPoolExecutor(8) failed with "can't start new thread" after 6
+  // threads. Each thread reserved a 64 MB malloc arena and an 8 MB stack of address space, so six
+  // of them filled the 256 MB RLIMIT_AS while holding almost no memory.
+  it('threads: 60 sleeping threads and 32 pool workers start, and 100 MB still fits beside them', async () => {
+    const r = await python(
+      py(
+        'import threading',
+        'from concurrent.futures import ThreadPoolExecutor',
+        'stop = threading.Event()',
+        'sleepers = [threading.Thread(target=stop.wait) for _ in range(60)]',
+        'for t in sleepers: t.start()',
+        'held = bytearray(100 * 1024**2)',
+        'print("sleeping", threading.active_count() - 1, flush=True)',
+        'stop.set()',
+        'for t in sleepers: t.join()',
+        'del held',
+        // The barrier makes the pool start all 32 workers: each task waits for the other 31.
+        'barrier = threading.Barrier(32)',
+        'with ThreadPoolExecutor(32) as pool:',
+        '    done = list(pool.map(lambda _: barrier.wait(), range(32)))',
+        'print("pool", len(set(done)))',
+      ),
+    );
+    expect(r).toMatchObject({ output: 'sleeping 60\npool 32\n', exit_code: 0 });
+  });
+
+  it('memory is bounded for threads too: 30 threads holding 20 MB each do not all fit in 256 MB', async () => {
+    const r = await python(
+      py(
+        'import threading',
+        'held, failed, lock = [], [], threading.Lock()',
+        'def grab():',
+        '    try:',
+        '        b = bytearray(20 * 1024**2)',
+        '        with lock: held.append(b)',
+        '    except MemoryError:',
+        '        with lock: failed.append(1)',
+        'threads = [threading.Thread(target=grab) for _ in range(30)]',
+        'for t in threads: t.start()',
+        'for t in threads: t.join()',
+        'print("held", len(held), "failed", len(failed))',
+      ),
+    );
+    // Threads share their process's address space: what one may hold, all of them together may.
+    const [, held, failed] = /^held (\d+) failed (\d+)\n$/.exec(r.output) ?? [];
+    expect(Number(held) + Number(failed), r.output).toBe(30);
+    expect(Number(held) * 20).toBeLessThan(256);
+  });
+
   it('sandboxed processes are the first the kernel kills: oom_score_adj 1000', async () => {
     const r = await python('print(open("/proc/self/oom_score_adj").read().strip())');
     expect(r.output).toBe('1000\n');

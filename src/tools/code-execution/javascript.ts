@@ -1,23 +1,22 @@
 import ivm from 'isolated-vm';
+import { createInspect } from './inspect.ts';
+import { captureBuiltins } from './inspect-builtins.ts';
+import { createLayout } from './inspect-layout.ts';
+import { installConsole } from './inspect-console.ts';
+import { createStrings } from './inspect-strings.ts';
 import { createOutputCollector, type ExecutionLimits, type ExecutionResult, type Sandbox } from './limits.ts';
 
 /**
- * Runs inside the isolate before the user's code: `console` writes through the one host callback.
- * Formatting happens in the isolate, under its time and memory limits.
+ * Runs inside the isolate before the user's code: `console` formats as Node does (inspect*.ts,
+ * evaluated there from their source) and writes through the one host callback, under the
+ * isolate's time and memory limits.
  */
 const consoleSetup = `
-  const write = $0;
-  const format = (v) => {
-    if (typeof v === 'string') return v;
-    try {
-      const json = JSON.stringify(v);
-      return json === undefined ? String(v) : json;
-    } catch {
-      return String(v);
-    }
-  };
-  const log = (...args) => { write(args.map(format).join(' ') + '\\n'); };
-  globalThis.console = Object.freeze({ log, info: log, warn: log, error: log, debug: log });
+  const builtins = (${String(captureBuiltins)})();
+  const strings = (${String(createStrings)})(builtins);
+  const layout = (${String(createLayout)})(builtins, strings);
+  const inspector = (${String(createInspect)})(builtins, strings, layout, $1);
+  (${String(installConsole)})(builtins, inspector, $0);
   // WebAssembly memory is allocated outside the V8 heap, so the isolate's memory limit does not
   // count it: one call could commit gigabytes inside the API process. No WebAssembly, then.
   delete globalThis.WebAssembly;
@@ -60,7 +59,7 @@ export function createJavaScriptSandbox(limits: ExecutionLimits): Sandbox {
       try {
         const context = await isolate.createContext();
         const write = new ivm.Callback((text: string) => output.write(String(text)));
-        await context.evalClosure(consoleSetup, [write], { timeout: job.timeoutMs });
+        await context.evalClosure(consoleSetup, [write, limits.outputLimitBytes], { timeout: job.timeoutMs });
         const script = await isolate.compileScript(job.code, { filename: 'main.js' });
         const value = await script.run(context, { reference: true, timeout: job.timeoutMs });
         await context.evalClosure(settle, [value.derefInto()], { timeout: job.timeoutMs, result: { promise: true } });

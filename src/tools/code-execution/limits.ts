@@ -39,6 +39,25 @@ export const pythonLimits = {
   tmpfsInodes: 4_096,
   /** CPU seconds beyond the wall timeout before SIGXCPU; the wall clock normally fires first. */
   cpuGraceSeconds: 1,
+  /**
+   * RLIMIT_STACK, which glibc also takes as every thread's stack size, reserved whole in the
+   * address space the moment a thread starts. At the default 8 MB, and with the 64 MB malloc arena
+   * a thread reserves on its first allocation, each thread took 72 MB of a 256 MB RLIMIT_AS: a run
+   * could start 6. At 1 MB (and one arena, MALLOC_ARENA_MAX in python.ts) a thread costs 1 MB, so
+   * the 61 threads pids.max leaves take a quarter of the default budget. (Dropping RLIMIT_AS for the
+   * cgroup alone was rejected: it turns one oversized allocation into a MemoryError the program
+   * can read rather than an OOM kill.) Measured with Python 3.11: 1 MB holds ~1,400 nested
+   * `__init__` calls or ~5,700 nested lists in `repr` (8 MB: ~11,400 and ~47,000), well beyond the
+   * 1,000 frames of Python's default recursion limit (512 KB was enough for those; 256 KB crashed
+   * one); pure Python recursion does not use the C stack (300,000 levels ran).
+   */
+  stackBytes: 1024 * 1024,
+  /**
+   * The hard stack limit, so a program that needs deep C recursion in its main thread can raise
+   * its own soft limit (`resource.setrlimit`): the kernel checks it as the stack grows, and the
+   * memory budget still bounds it. Threads keep the size glibc read at start.
+   */
+  stackHardBytes: 8 * 1024 * 1024,
 };
 
 /**
