@@ -11,6 +11,8 @@ export interface DocumentsModuleDeps {
   collections: CollectionsService;
   onQueued: DocumentsServiceDeps['onQueued'];
   uploadLimitBytes: number;
+  /** How long a document's body may go without a byte arriving (default `BODY_IDLE_MS`, 60 s). */
+  bodyIdleMs?: number;
 }
 
 /** Documents: uploads (which queue ingestion jobs), replacing, cancelling, waiting, deleting. */
@@ -23,7 +25,7 @@ export function createDocumentsModule(deps: DocumentsModuleDeps) {
     settled,
   });
   return {
-    routes: documentsRoutes(service, deps.uploadLimitBytes),
+    routes: documentsRoutes(service, { uploadLimitBytes: deps.uploadLimitBytes, bodyIdleMs: deps.bodyIdleMs }),
     service,
     /** Stops listening for settled documents. */
     close: () => settled.close(),

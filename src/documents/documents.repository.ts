@@ -130,13 +130,26 @@ export function createDocumentsRepository(db: Db, removal: RemovalSlicing = DOCU
       });
     },
 
-    /** A document of the collection with this content, as its current version or as a replace under way. */
-    async findBySha(collectionId: string, sha256: string): Promise<{ id: string } | undefined> {
-      const [row] = await db
-        .select({ id: documents.id })
-        .from(documents)
-        .where(and(eq(documents.collectionId, collectionId), eq(documents.sha256, sha256)))
-        .limit(1);
+    /**
+     * The document of the collection that holds this content: as its current version, as a first
+     * upload or a replace under way, or as a first upload that never completed (failed or
+     * cancelled: its row keeps the bytes, and the unique index on them). For a replace of
+     * `replacing`, that document's own first upload does not count once it has ended without
+     * completing (no current version, and no job without content of its own, which is the first
+     * upload's, under way): sending the same bytes again is how a client retries it.
+     */
+    async findBySha(collectionId: string, sha256: string, replacing?: string): Promise<{ id: string } | undefined> {
+      const retry =
+        replacing === undefined
+          ? sql``
+          : sql`and not (d.id = ${replacing} and d.processed_at is null and not exists (
+              select 1 from ingestion_jobs j where j.document_id = d.id and j.status in ('queued', 'running')
+                and j.sha256 is null))`;
+      const [row] = await queryRows<{ id: string }>(
+        db,
+        sql`select d.id from documents d where d.collection_id = ${collectionId} and d.sha256 = ${sha256} ${retry}
+            limit 1`,
+      );
       if (row) return row;
       const [pending] = await queryRows<{ id: string }>(
         db,

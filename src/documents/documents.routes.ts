@@ -1,9 +1,8 @@
-import multipart from '@fastify/multipart';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { clientGone } from '../http/abort.ts';
 import { principalOf } from '../http/auth.ts';
-import { AppError, invalidFromIssues } from '../http/errors.ts';
+import { invalidFromIssues } from '../http/errors.ts';
 import type { DocumentsService, Upload } from './documents.service.ts';
 import {
   waitQuery,
@@ -15,78 +14,44 @@ import {
   jsonUploadBody,
   listQuery,
   message,
-  multipartFields,
   multipartUploadForm,
   replacedDocument,
   updateDocumentBody,
 } from './documents.schemas.ts';
+import { bodyStalled, BODY_IDLE_MS, stalledBodyGuard } from './stalled-body.ts';
+import { declaredJsonWithin, jsonBodyLimit, readUpload, registerUploadParsers } from './upload-body.ts';
 
 const family = 'simple' as const;
 const tags = ['documents'];
 
-const limits = { files: 1, fields: 10, parts: 20 };
-
-/** @fastify/multipart's own words for its limits ("reach fields limit") say little. */
-const limitMessages: Record<string, string> = {
-  FST_FILES_LIMIT: "Send exactly one file, in the field 'file'",
-  FST_FIELDS_LIMIT: `Too many multipart fields (at most ${limits.fields})`,
-  FST_PARTS_LIMIT: `Too many multipart parts (at most ${limits.parts})`,
-};
-
-/**
- * The multipart parser (busboy) throws plain errors for a body it cannot read ("Boundary not
- * found", "Unexpected end of form"): those are the client's, a 400. Its limit errors carry their
- * own 4xx status (413) and pass through, in plainer words.
- */
-function malformed(error: unknown): unknown {
-  const code = (error as { code?: unknown }).code;
-  const limit = typeof code === 'string' ? limitMessages[code] : undefined;
-  if (limit !== undefined) return new AppError({ code: 'payload_too_large', message: limit, cause: error });
-  if (error instanceof AppError || typeof (error as { statusCode?: unknown }).statusCode === 'number') return error;
-  return new AppError({
-    code: 'invalid_value',
-    message: `Malformed multipart body: ${error instanceof Error ? error.message : String(error)}`,
-    cause: error,
-  });
+export interface DocumentsRoutesOptions {
+  uploadLimitBytes: number;
+  /** How long a document's body may go without a byte arriving (default `BODY_IDLE_MS`). */
+  bodyIdleMs?: number;
 }
 
-async function readMultipart(request: FastifyRequest): Promise<Upload> {
-  let file: { name: string; bytes: Buffer; contentType: string } | undefined;
-  const fields: Record<string, string> = {};
-  try {
-    for await (const part of request.parts()) {
-      if (part.type === 'file') {
-        if (part.fieldname !== 'file' || file !== undefined) {
-          throw new AppError({ code: 'invalid_value', message: "Send exactly one file, in the field 'file'" });
-        }
-        file = { name: part.filename, bytes: await part.toBuffer(), contentType: part.mimetype };
-      } else {
-        fields[part.fieldname] = typeof part.value === 'string' ? part.value : JSON.stringify(part.value);
-      }
+export function documentsRoutes(documents: DocumentsService, options: DocumentsRoutesOptions) {
+  const { uploadLimitBytes, bodyIdleMs = BODY_IDLE_MS } = options;
+  /**
+   * The routes that take a document: JSON up to `jsonBodyLimit` (its content is then held to the
+   * upload limit), and a body that stops arriving answered 408.
+   */
+  const takesDocument = {
+    bodyLimit: jsonBodyLimit(uploadLimitBytes),
+    onRequest: [stalledBodyGuard(bodyIdleMs), declaredJsonWithin(uploadLimitBytes)],
+  };
+  /** The document in the request; undefined when its body stalled (answered 408 already). */
+  const upload = async (request: FastifyRequest): Promise<Upload | undefined> => {
+    try {
+      return await readUpload(request, uploadLimitBytes);
+    } catch (error) {
+      if (bodyStalled(request)) return undefined;
+      throw error;
     }
-  } catch (error) {
-    throw malformed(error);
-  }
-  if (file === undefined)
-    throw new AppError({ code: 'missing_field', message: "file: required (multipart field 'file')" });
-  if (file.bytes.length === 0) throw new AppError({ code: 'invalid_value', message: 'file: the file is empty' });
-  const parsed = multipartFields.safeParse(fields);
-  if (!parsed.success) throw invalidFromIssues(parsed.error.issues, { prefix: '', whole: 'body' });
-  return { ...file, description: parsed.data.description, metadata: parsed.data.metadata };
-}
+  };
 
-function readJson(body: unknown): Upload {
-  const parsed = jsonUploadBody.safeParse(body);
-  if (!parsed.success) throw invalidFromIssues(parsed.error.issues, { prefix: '', whole: 'body' });
-  const { name, content, description, metadata } = parsed.data;
-  return { name, bytes: Buffer.from(content, 'utf8'), contentType: undefined, description, metadata };
-}
-
-export function documentsRoutes(documents: DocumentsService, uploadLimitBytes: number) {
   return async (fastify: FastifyInstance) => {
-    await fastify.register(multipart, {
-      limits: { fileSize: uploadLimitBytes, fieldSize: 1024 * 1024, ...limits },
-    });
+    await registerUploadParsers(fastify, uploadLimitBytes);
     const app = fastify.withTypeProvider<ZodTypeProvider>();
 
     app.post(
@@ -97,8 +62,7 @@ export function documentsRoutes(documents: DocumentsService, uploadLimitBytes: n
           family,
           documentedBody: { 'multipart/form-data': multipartUploadForm, 'application/json': jsonUploadBody },
         },
-        // JSON uploads carry the text itself, so they may be as large as a file.
-        bodyLimit: uploadLimitBytes,
+        ...takesDocument,
         schema: {
           operationId: 'uploadDocument',
           tags,
@@ -110,9 +74,10 @@ export function documentsRoutes(documents: DocumentsService, uploadLimitBytes: n
         },
       },
       async (request, reply) => {
-        const upload = request.isMultipart() ? await readMultipart(request) : readJson(request.body);
+        const content = await upload(request);
+        if (content === undefined) return reply;
         const principal = principalOf(request);
-        const created = await documents.upload(principal, request.params.collection_name, upload);
+        const created = await documents.upload(principal, request.params.collection_name, content);
         if (!request.query.wait) return reply.code(202).send(created);
         const { document, settled } = await documents.awaitSettled(
           principal,
@@ -180,8 +145,7 @@ export function documentsRoutes(documents: DocumentsService, uploadLimitBytes: n
           family,
           documentedBody: { 'multipart/form-data': multipartUploadForm, 'application/json': documentedPutJson },
         },
-        // New content may be as large as an upload.
-        bodyLimit: uploadLimitBytes,
+        ...takesDocument,
         schema: {
           operationId: 'updateDocument',
           tags,
@@ -197,8 +161,9 @@ export function documentsRoutes(documents: DocumentsService, uploadLimitBytes: n
         const body: unknown = request.body;
         const hasContent = typeof body === 'object' && body !== null && 'content' in body;
         if (request.isMultipart() || hasContent) {
-          const upload = request.isMultipart() ? await readMultipart(request) : readJson(body);
-          const replaced = await documents.replace(principal, id, upload);
+          const content = await upload(request);
+          if (content === undefined) return reply;
+          const replaced = await documents.replace(principal, id, content);
           return reply.code(202).send({ ...replaced, message: 'Document replacement queued' });
         }
         const patch = updateDocumentBody.safeParse(body);

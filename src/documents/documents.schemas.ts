@@ -3,8 +3,18 @@ import { maxJsonNesting, nestsDeeperThan } from '../json-nesting.ts';
 
 export const metadataSchema = z.record(z.string(), z.unknown());
 
+/**
+ * A document's name: a JSON upload's `name`, or a multipart file's filename (its last path
+ * segment: the multipart parser drops the rest), by the same rules either way.
+ */
+export const documentName = z
+  .string()
+  .trim()
+  .min(1, 'must not be empty or blank (send a name such as notes.txt)')
+  .max(500, 'must be at most 500 characters');
+
 export const jsonUploadBody = z.object({
-  name: z.string().trim().min(1).max(500),
+  name: documentName,
   content: z.string().min(1),
   description: z.string().max(10_000).optional(),
   metadata: metadataSchema.optional(),

@@ -156,12 +156,13 @@ export function createDocumentsService({ repo, collections, onQueued, settled }:
     /**
      * New content for the document, ingested under the same id. The current version stays
      * searchable until the new one commits; an unfinished earlier replace is superseded.
-     * Description and metadata change only when given.
+     * Description and metadata change only when given. A first upload that was cancelled or
+     * failed may be sent again as it was.
      */
     async replace(principal: Principal, id: string, upload: Upload): Promise<DocumentRecord> {
       const row = await requireDocument(principal, id);
       const content = readUpload(upload);
-      const existing = await repo.findBySha(row.collectionId, content.sha256);
+      const existing = await repo.findBySha(row.collectionId, content.sha256, id);
       if (existing) throw duplicate(existing.id);
       const replaced = await repo.replaceWithJob(
         id,

@@ -54,7 +54,9 @@ async function finish(tx: Db, job: ClaimedJob, chunkCount: number): Promise<void
           where id = ${job.jobId})
         update documents d set status = 'processed', error = null, chunk_count = ${chunkCount},
           processed_at = now(), updated_at = now(), ${noProgress}, version = j.version,
-          replaced_at = case when j.original is null then d.replaced_at else now() end,
+          -- A first upload, or new content for a document that never had a version (a cancelled or
+          -- failed first upload sent again): nothing was replaced.
+          replaced_at = case when j.original is null or d.processed_at is null then d.replaced_at else now() end,
           name = coalesce(j.name, d.name), description = coalesce(j.description, d.description),
           metadata = coalesce(j.metadata, d.metadata), content_type = coalesce(j.content_type, d.content_type),
           format = coalesce(j.format, d.format), size_bytes = coalesce(j.size_bytes, d.size_bytes),

@@ -1,6 +1,12 @@
 import { strToU8, zipSync } from 'fflate';
 import { describe, expect, it } from 'vitest';
-import { classifyUpload, detectFormat, parseDocument, ParseError } from '../../src/ingestion/parsers/index.ts';
+import {
+  classifyUpload,
+  contentTypeOf,
+  detectFormat,
+  parseDocument,
+  ParseError,
+} from '../../src/ingestion/parsers/index.ts';
 import type { DocumentFormat } from '../../src/ingestion/parsers/index.ts';
 import { documentXml, enc, makeDocx, makePdf } from '../support/files.ts';
 import { sharedDocument } from '../support/fixtures.ts';
@@ -319,6 +325,48 @@ describe('detectFormat', () => {
       ok: false,
       message: expect.stringMatching(/^Unsupported file type 'image.txt': its content is binary/),
     });
+  });
+
+  it('takes a PDF or DOCX content type as a label as much as the name', () => {
+    const text = enc('plain words');
+    expect(classifyUpload('notes.txt', 'application/pdf; charset=binary', text)).toEqual({
+      ok: false,
+      message:
+        "'notes.txt' is labelled PDF (Content-Type application/pdf) but is not one: its content does not start with %PDF-",
+    });
+    expect(
+      classifyUpload('notes.md', 'application/vnd.openxmlformats-officedocument.wordprocessingml.document', text),
+    ).toMatchObject({ ok: false, message: expect.stringMatching(/^'notes.md' is labelled DOCX \(Content-Type /) });
+    // A PDF header after leading junk counts for a file whose content type says PDF.
+    expect(detectFormat('scan.txt', 'application/pdf', enc(`\n\n%PDF-1.4\n`))).toBe('pdf');
+  });
+
+  it('says a zip under another name is refused for its name', () => {
+    const zip = new Uint8Array([0x50, 0x4b, 0x03, 0x04, 0x14, 0x00]);
+    expect(classifyUpload('report.txt', 'application/octet-stream', zip)).toEqual({
+      ok: false,
+      message:
+        "'report.txt' is a zip archive, but its name says txt: a DOCX must be named .docx (or sent as Content-Type application/vnd.openxmlformats-officedocument.wordprocessingml.document); other archives are not supported",
+    });
+    expect(classifyUpload('archive.zip', 'application/zip', zip)).toMatchObject({
+      ok: false,
+      message: expect.stringMatching(/^Unsupported file type 'archive.zip': a zip archive is read only as a DOCX/),
+    });
+  });
+
+  it('records the content type of the format parsed, the declared one only when it names that format', () => {
+    expect(contentTypeOf('text/plain', 'pdf')).toBe('application/pdf');
+    expect(contentTypeOf('application/octet-stream', 'md')).toBe('text/markdown');
+    expect(contentTypeOf(undefined, 'docx')).toBe(
+      'application/vnd.openxmlformats-officedocument.wordprocessingml.document',
+    );
+    expect(contentTypeOf('text/plain', 'md')).toBe('text/markdown');
+    expect(contentTypeOf('text/x-markdown', 'md')).toBe('text/x-markdown');
+    expect(contentTypeOf('text/markdown; charset=utf-8', 'md')).toBe('text/markdown; charset=utf-8');
+    expect(contentTypeOf('text/x-python', 'code')).toBe('text/x-python');
+    expect(contentTypeOf('text/x-python', 'txt')).toBe('text/x-python');
+    expect(contentTypeOf('text/csv', 'txt')).toBe('text/plain');
+    expect(contentTypeOf('application/json', 'jsonl')).toBe('application/jsonl');
   });
 
   it('refuses unsupported and binary files', () => {

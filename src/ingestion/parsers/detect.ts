@@ -159,8 +159,14 @@ function fromName(fileName: string): DocumentFormat | undefined {
   return byExtension[ext] ?? (codeExtensions.has(ext) ? 'code' : undefined);
 }
 
-function fromContentType(contentType: string | undefined): DocumentFormat | undefined {
+/** The media type of a Content-Type, lower case, without its parameters. */
+const mediaType = (contentType: string | undefined): string | undefined => {
   const type = contentType?.split(';')[0]?.trim().toLowerCase();
+  return type === '' ? undefined : type;
+};
+
+function fromContentType(contentType: string | undefined): DocumentFormat | undefined {
+  const type = mediaType(contentType);
   return type === undefined ? undefined : byContentType[type];
 }
 
@@ -168,14 +174,16 @@ export type Detection = { ok: true; format: DocumentFormat } | { ok: false; mess
 
 const supported = 'use txt, md, html, pdf, docx, csv, json, jsonl or source code';
 
+const docxType = 'application/vnd.openxmlformats-officedocument.wordprocessingml.document';
+
 /**
  * Decides the format from the file name extension and the declared content type, and sniffs the
  * leading bytes (%PDF, PK zip, NUL) so a mismatched label is caught; an unsupported or mismatched
  * file gets a message for the API's 415. The bytes win over the labels when they are a format of
  * their own: browsers and curl often send `application/octet-stream` or a type guessed from a
  * wrong extension. A zip is only taken as a DOCX when a label says so, since a zip could be
- * anything (xlsx, jar, epub); a file labelled PDF or DOCX whose bytes are not is refused rather
- * than read as text.
+ * anything (xlsx, jar, epub); a file that either label, its name or its content type, calls PDF
+ * or DOCX while its bytes are not one is refused rather than read as text.
  */
 export function classifyUpload(fileName: string, contentType: string | undefined, head: Uint8Array): Detection {
   const named = fromName(fileName);
@@ -184,31 +192,51 @@ export function classifyUpload(fileName: string, contentType: string | undefined
   if (isPdf(head, named === 'pdf' || declared === 'pdf')) return { ok: true, format: 'pdf' };
   if (startsWith(head, zipMagic)) {
     if (named === 'docx' || declared === 'docx') return { ok: true, format: 'docx' };
-    return { ok: false, message: `Unsupported file type ${quoted}: a zip archive that is not a DOCX; ${supported}` };
+    const asDocx = `a DOCX must be named .docx (or sent as Content-Type ${docxType})`;
+    // Named as another format ragport reads: most likely a DOCX saved or sent under a wrong name.
+    if (named !== undefined) {
+      return {
+        ok: false,
+        message: `${quoted} is a zip archive, but its name says ${named}: ${asDocx}; other archives are not supported`,
+      };
+    }
+    return {
+      ok: false,
+      message: `Unsupported file type ${quoted}: a zip archive is read only as a DOCX (${asDocx}); ${supported}`,
+    };
   }
-  const candidate = named ?? declared;
-  if (candidate === 'pdf') {
-    return { ok: false, message: `${quoted} is labelled PDF but is not one: its content does not start with %PDF-` };
+  // Which label said so, for the message: the name speaks for itself, a content type is quoted.
+  const labelled = (format: DocumentFormat) =>
+    named === format ? '' : ` (Content-Type ${mediaType(contentType) ?? ''})`;
+  if (named === 'pdf' || declared === 'pdf') {
+    return {
+      ok: false,
+      message: `${quoted} is labelled PDF${labelled('pdf')} but is not one: its content does not start with %PDF-`,
+    };
   }
-  if (candidate === 'docx') {
-    return { ok: false, message: `${quoted} is labelled DOCX but is not one: its content is not a zip archive` };
+  if (named === 'docx' || declared === 'docx') {
+    return {
+      ok: false,
+      message: `${quoted} is labelled DOCX${labelled('docx')} but is not one: its content is not a zip archive`,
+    };
   }
   if (looksBinary(head)) {
     return { ok: false, message: `Unsupported file type ${quoted}: its content is binary, not text; ${supported}` };
   }
+  const candidate = named ?? declared;
   if (candidate !== undefined) return { ok: true, format: candidate };
   // text/* of an unknown flavour (text/x-python, text/x-c) is still readable text.
-  if (contentType?.trim().toLowerCase().startsWith('text/') === true) return { ok: true, format: 'txt' };
+  if (mediaType(contentType)?.startsWith('text/') === true) return { ok: true, format: 'txt' };
   return { ok: false, message: `Unsupported file type ${quoted}: ${supported}` };
 }
 
-/** The content type recorded for a format when the upload named none of its own. */
+/** The content type recorded for each format, unless the upload's own names that format. */
 const contentTypeOfFormat: Record<DocumentFormat, string> = {
   txt: 'text/plain',
   md: 'text/markdown',
   html: 'text/html',
   pdf: 'application/pdf',
-  docx: 'application/vnd.openxmlformats-officedocument.wordprocessingml.document',
+  docx: docxType,
   csv: 'text/csv',
   json: 'application/json',
   jsonl: 'application/jsonl',
@@ -216,13 +244,19 @@ const contentTypeOfFormat: Record<DocumentFormat, string> = {
 };
 
 /**
- * The content type to record: the declared one when it says something (curl and many clients
- * label every file `application/octet-stream`), otherwise the one of the detected format.
+ * The content type to record: that of the format the document is parsed as. The declared one is
+ * kept when it names that format (`text/x-markdown` for Markdown), and for plain text and source
+ * code, which are read alike, when it is a text/* type of no other format (`text/x-python`).
+ * Otherwise it is not what was ingested: curl and many clients label every file
+ * `application/octet-stream`, and a label the bytes or the name overruled (a PDF sent as
+ * text/plain, notes.md as text/plain) would misdescribe the document.
  */
 export function contentTypeOf(declared: string | undefined, format: DocumentFormat): string {
-  const type = declared?.split(';')[0]?.trim().toLowerCase();
-  if (type === undefined || type === '' || type === 'application/octet-stream') return contentTypeOfFormat[format];
-  return declared as string;
+  const type = mediaType(declared);
+  if (type === undefined) return contentTypeOfFormat[format];
+  const names = byContentType[type];
+  const text = (format === 'txt' || format === 'code') && type.startsWith('text/') && names === undefined;
+  return names === format || text ? (declared as string) : contentTypeOfFormat[format];
 }
 
 /** The format of an upload, or undefined when it is unsupported or mismatched (see classifyUpload). */
