@@ -83,6 +83,8 @@ async function main(): Promise<void> {
     // (usage flushed, providers closed, the in-process worker's jobs returned to the queue).
     await app.server.close();
     clearTimeout(deadline);
+    // Its threads end once the batches they run have returned: exiting during one aborts the process.
+    await embeddings.close();
     await metricsServer?.close();
     await limiter.close();
     await spawner.close();

@@ -17,9 +17,10 @@ async function main(): Promise<void> {
   const spawner = createSpawner({ logger });
   const database = await openConfiguredDatabase(config, logger);
   await database.migrate();
+  const embeddings = await loadEmbeddings(config, logger);
   const processing = await createProcessing({
     db: database.db,
-    embeddings: await loadEmbeddings(config, logger),
+    embeddings,
     config,
     logger,
     clock: Date.now,
@@ -49,6 +50,8 @@ async function main(): Promise<void> {
     }, config.shutdownTimeoutMs);
     deadline.unref();
     await processing.stop();
+    // Its threads end once the batches they run have returned: exiting during one aborts the process.
+    await embeddings.close();
     await processing.close();
     await spawner.close();
     await metricsServer?.close();

@@ -121,9 +121,12 @@ export function createBulkLane(options: BulkLaneOptions) {
     }
   };
 
+  let closed: Error | undefined;
+
   return {
     /** Embeds `texts` on `on` (the lane's current threads), after the texts queued before them. */
     run(on: readonly LaneThread[], texts: readonly string[], signal?: AbortSignal): Promise<EmbeddingResult> {
+      if (closed) return Promise.reject(closed);
       if (texts.length === 0) return Promise.resolve({ vectors: [], promptTokens: 0 });
       // The reason is the caller's own (the worker aborts with its errors).
       // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
@@ -151,6 +154,16 @@ export function createBulkLane(options: BulkLaneOptions) {
         for (let index = 0; index < texts.length; index++) queue.push({ call, index });
         pump();
       });
+    },
+    /**
+     * Fails every call still waiting with `error` and takes none from then on; pieces already on a
+     * thread run to their end (their results are dropped).
+     */
+    close(error: Error): void {
+      closed ??= error;
+      for (let i = head; i < queue.length; i++) fail((queue[i] as Item).call, error);
+      queue = [];
+      head = 0;
     },
   };
 }

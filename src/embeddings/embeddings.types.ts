@@ -16,6 +16,8 @@ export interface EmbeddingModel {
   embed(texts: readonly string[], options?: EmbedOptions): Promise<EmbeddingResult>;
   /** Tokens per text as the model counts them, without special tokens. */
   countTokens(texts: readonly string[]): Promise<number[]>;
+  /** Releases what the model holds (local models: their threads, once idle); later calls fail. */
+  close?(): Promise<void>;
 }
 
 export interface EmbedOptions {

@@ -56,6 +56,8 @@ interface ModelThread {
   dimensions: number;
   embed(texts: string[], batching: 'alone' | 'padded'): Promise<Embedded>;
   count(texts: string[]): Promise<number[]>;
+  /** Resolves once no request is on the thread: what it was given has returned. */
+  idle(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -66,8 +68,14 @@ async function startModelThread(options: ThreadOptions): Promise<ModelThread> {
   const pending = new Map<number, { resolve: (m: Answer) => void; reject: (e: Error) => void }>();
   let nextId = 1;
   let gone: Error | undefined;
+  let idlers: (() => void)[] = [];
   // Like a socket, the thread keeps the process alive only while it has work.
-  const track = () => (pending.size > 0 ? worker.ref() : worker.unref());
+  const track = () => {
+    if (pending.size > 0) return worker.ref();
+    worker.unref();
+    for (const resolve of idlers) resolve();
+    idlers = [];
+  };
   const dimensions = await new Promise<number>((resolve, reject) => {
     worker.once('message', (message: ThreadMessage) => {
       if ('ready' in message) resolve(message.dimensions);
@@ -80,6 +88,7 @@ async function startModelThread(options: ThreadOptions): Promise<ModelThread> {
     gone ??= error;
     for (const { reject } of pending.values()) reject(error);
     pending.clear();
+    track();
   };
   worker.on('message', (message: ThreadMessage) => {
     if (!('id' in message)) return;
@@ -110,6 +119,7 @@ async function startModelThread(options: ThreadOptions): Promise<ModelThread> {
       return { vectors, tokenCounts };
     },
     count: async (texts) => (await call({ op: 'count', texts })).tokenCounts,
+    idle: () => (pending.size === 0 ? Promise.resolve() : new Promise<void>((resolve) => idlers.push(resolve))),
     close: async () => {
       gone ??= new Error('the embedding model was closed');
       await worker.terminate();
@@ -210,9 +220,20 @@ export async function loadLocalModel(options: LocalModelOptions): Promise<Embedd
     }
   };
 
+  /** Set by `close`: nothing new goes to a model thread. */
+  let closed: Error | undefined;
+  const open = () => {
+    if (closed) throw closed;
+  };
   const batching = options.batching ?? (options.dtype === 'q8' ? 'alone' : 'padded');
   const maxBatch = options.maxBatch ?? 32;
-  const interactiveBatcher = createBatcher((texts) => interactive.embed(texts, batching), { maxBatch });
+  const interactiveBatcher = createBatcher(
+    async (texts) => {
+      open();
+      return interactive.embed(texts, batching);
+    },
+    { maxBatch },
+  );
   const bulkLane = createBulkLane({
     batching,
     piece: batching === 'alone' ? 1 : Math.ceil(maxBatch / layout.threads),
@@ -225,12 +246,33 @@ export async function loadLocalModel(options: LocalModelOptions): Promise<Embedd
     maxTokens: card.maxTokens,
     // Counting is quick; on the bulk thread it waited behind whole embedding batches, and the
     // chunking of the next documents with it, leaving the bulk thread idle between them.
-    countTokens: (texts) => interactive.count([...texts]),
-    embed: (texts, embedOptions = {}) => {
+    countTokens: async (texts) => {
+      open();
+      return interactive.count([...texts]);
+    },
+    embed: async (texts, embedOptions = {}) => {
+      open();
       const input = embedOptions.asQuery && card.queryPrefix ? texts.map((t) => card.queryPrefix + t) : [...texts];
       if (embedOptions.priority === 'bulk')
         return onBulk((threads) => bulkLane.run(threads, input, embedOptions.signal));
       return interactiveBatcher.run(input, embedOptions.signal);
+    },
+    /**
+     * Stops the model threads once what they run has returned. A thread ended (or a process that
+     * exits) in the middle of an ONNX Runtime run aborts the whole process: the run returns into
+     * a JavaScript environment being torn down, and the binding's C++ exception is uncaught
+     * (`terminate called after throwing an instance of 'Napi::Error'`, status 134 — a worker
+     * stopped during ingestion did this). So calls not yet on a thread are refused, queued bulk
+     * texts dropped, and the threads ended only when idle.
+     */
+    async close() {
+      closed ??= new ModelUnavailableError(`Embedding model ${options.id} was closed`);
+      clearTimeout(idleTimer);
+      bulkLane.close(closed);
+      const bulkThreads = (await bulk?.catch(() => [])) ?? [];
+      const threads = [interactive, ...bulkThreads];
+      await Promise.all(threads.map((t) => t.idle()));
+      await Promise.all(threads.map((t) => t.close()));
     },
   };
 }

@@ -35,6 +35,8 @@ export interface EmbeddingRegistry {
   status(): { name: string; ok: boolean; detail: string }[];
   /** The same local models, with upstream models resolved through the gateway's providers. */
   withUpstream(upstream: UpstreamEmbeddings): EmbeddingRegistry;
+  /** Closes the local models (see `EmbeddingModel.close`); before the process exits. */
+  close(): Promise<void>;
 }
 
 export interface RegistryOptions {
@@ -103,5 +105,10 @@ export function createEmbeddingRegistry(options: RegistryOptions, upstream?: Ups
       }));
     },
     withUpstream: (next) => createEmbeddingRegistry(options, next),
+    async close() {
+      await Promise.all(
+        [...options.local.values()].map((entry) => (entry instanceof Error ? undefined : entry.close?.())),
+      );
+    },
   };
 }

@@ -105,3 +105,27 @@ describe('the local model on threads of its own', () => {
     expect(count).toBe(2);
   });
 });
+
+describe('closing the local model', () => {
+  it('lets the runs under way return, fails what is queued and what comes after, then ends its threads', async () => {
+    const config = loadConfig(process.env);
+    const closing = await loadLocalModel({
+      id: config.embeddingModel,
+      modelsDir: config.modelsDir,
+      cacheDir: '/tmp/ragport-test-models',
+      dtype: config.embeddingDtype,
+      threads: 2,
+    });
+    const bulk = closing.embed(chunks, { priority: 'bulk' }).then(
+      () => 'embedded',
+      (error: unknown) => (error as Error).message,
+    );
+    // Once the first texts are on the threads: closing must not end a thread in the middle of a run
+    // (that aborts the process: a worker stopped during ingestion exited with status 134).
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await closing.close?.();
+    expect(await bulk).toMatch(/was closed/);
+    await expect(closing.embed(['after'])).rejects.toThrow(/was closed/);
+    await expect(closing.countTokens(['after'])).rejects.toThrow(/was closed/);
+  });
+});

@@ -27,6 +27,12 @@ const longText = () =>
 
 const call = (url: string, pathname: string, init: CallInit = {}) => request(url, pathname, { key: adminKey, ...init });
 
+/** A document whose chunks are being embedded, some already. */
+const embedding = (doc: unknown) => {
+  const { progress } = doc as { progress: { stage: string; chunks_embedded: number | null } | null };
+  return progress?.stage === 'embedding' && (progress.chunks_embedded ?? 0) > 0;
+};
+
 /** Resolves once connecting to the url fails: the listener is closed. */
 const refused = (url: string) =>
   waitUntil(
@@ -105,10 +111,11 @@ describe('SIGTERM on node src/server.ts', () => {
       json: { name: 'long.txt', content: longText() },
     });
     const { id: documentId } = (await upload.json()) as { id: string };
-    await waitUntil('the in-process worker claims the document', async () => {
-      const doc = (await (await call(server.url, `/api/v1/rag/documents/${documentId}`)).json()) as { status: string };
-      return doc.status === 'processing';
-    });
+    // Signalled while its chunks are being embedded: a process that exits during an ONNX Runtime
+    // run aborts (status 134) unless the model threads are let finish first.
+    await waitUntil('the in-process worker embeds the document', async () =>
+      embedding(await (await call(server.url, `/api/v1/rag/documents/${documentId}`)).json()),
+    );
 
     const { reader, first } = await startStream(server.url, key.key);
     const signalledAt = Date.now();
@@ -191,7 +198,7 @@ describe.skipIf(!serverUrl)(
         SHUTDOWN_TIMEOUT_MS: '20000',
       });
 
-    it('returns its claimed job to the queue (attempt not counted) and exits 0; another worker processes it', async () => {
+    it('signalled while it embeds: returns its claimed job to the queue (attempt not counted) and exits 0; another worker processes it', async () => {
       const upload = await t.request('/api/v1/rag/collections/handover/documents', {
         method: 'POST',
         json: { name: 'long.txt', content: longText() },
@@ -206,7 +213,11 @@ describe.skipIf(!serverUrl)(
             sql`select status, attempts, lease_owner from ingestion_jobs where document_id = ${id}`,
           )
         )[0];
-      await waitUntil('the worker claims the job', async () => (await job())?.status === 'running', { process: first });
+      await waitUntil(
+        'the worker embeds the document',
+        async () => embedding(await (await t.request(`/api/v1/rag/documents/${id}`)).json()),
+        { process: first },
+      );
       expect(await first.stop('SIGTERM')).toEqual({ code: 0, signal: null });
       expect(await job()).toEqual({ status: 'queued', attempts: 0, lease_owner: null });
       expect(((await (await t.request(`/api/v1/rag/documents/${id}`)).json()) as { status: string }).status).toBe(
