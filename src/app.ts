@@ -281,6 +281,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     beginShutdown: () => {
       shuttingDown = true;
       void worker?.stop();
+      documents.releaseWaiters();
     },
     endStreams: () => streamsEnd.abort(),
     listen: ({ host, port }) =>

@@ -27,6 +27,8 @@ export function createDocumentsModule(deps: DocumentsModuleDeps) {
   return {
     routes: documentsRoutes(service, { uploadLimitBytes: deps.uploadLimitBytes, bodyIdleMs: deps.bodyIdleMs }),
     service,
+    /** Ends the waits of `?wait=true` requests at once (202, the document as it is): shutting down. */
+    releaseWaiters: () => settled.release(),
     /** Stops listening for settled documents. */
     close: () => settled.close(),
   };

@@ -13,6 +13,8 @@ export const DOCUMENTS_CHANNEL = 'ragport_documents';
 export function createSettledWaiters(database: Database) {
   const waiters = new Map<string, Set<() => void>>();
   let subscription: Promise<Subscription> | undefined;
+  /** Set by `release`: waits end after one read. */
+  let released = false;
 
   const wake = (id: string) => {
     for (const w of waiters.get(id) ?? []) w();
@@ -43,6 +45,7 @@ export function createSettledWaiters(database: Database) {
           // Registered before the read: a change committed after it is always heard.
           pending = false;
           if (await settled()) return true;
+          if (released) return false;
           if (pending) continue;
           const woken = await new Promise<boolean>((resolve) => {
             const remaining = deadline - Date.now();
@@ -66,6 +69,16 @@ export function createSettledWaiters(database: Database) {
         set.delete(waiter);
         if (set.size === 0 && waiters.get(id) === set) waiters.delete(id);
       }
+    },
+
+    /**
+     * Ends every wait, now and from now on, with the document as it is (the route answers 202 with
+     * it): the server is shutting down, its worker has stopped, and nothing would settle the
+     * document before the deadline, which a waiting client would otherwise hold the shutdown for.
+     */
+    release(): void {
+      released = true;
+      wakeAll();
     },
 
     /** Waiters now, for tests and metrics. */

@@ -166,6 +166,34 @@ describe('SIGTERM on node src/server.ts', () => {
     }
   }, 90_000);
 
+  it('a ?wait=true request is answered 202 at once, not held until the deadline, and the server exits', async () => {
+    // No worker in this process: nothing will settle the document before the server stops.
+    const server = await startServerProcess(serverEnv({ INGESTION_CONCURRENCY: '0', SHUTDOWN_TIMEOUT_MS: '20000' }));
+    running.push(server);
+    expect(
+      (await call(server.url, '/api/v1/rag/collections', { method: 'POST', json: { name: 'waiting' } })).status,
+    ).toBe(201);
+    const waiting = call(server.url, '/api/v1/rag/collections/waiting/documents?wait=true&timeout=60', {
+      method: 'POST',
+      json: { name: 'w.txt', content: 'A document nobody will process before the server stops.' },
+    });
+    // Stored, so its request is past the upload and waiting for the document to settle.
+    await waitUntil('the upload waits', async () => {
+      const list = (await (await call(server.url, '/api/v1/rag/collections/waiting/documents')).json()) as {
+        documents: unknown[];
+      };
+      return list.documents.length === 1;
+    });
+    const signalledAt = Date.now();
+    server.child.kill('SIGTERM');
+    const response = await waiting;
+    expect(response.status).toBe(202);
+    expect(await response.json()).toMatchObject({ status: 'pending' });
+    expect(await server.exited).toEqual({ code: 0, signal: null });
+    // The deadline is 20 s: released at the signal, not at the deadline.
+    expect(Date.now() - signalledAt).toBeLessThan(10_000);
+  }, 60_000);
+
   it('SIGINT is handled the same way', async () => {
     const server = await startServerProcess(serverEnv({ INGESTION_CONCURRENCY: '0' }));
     running.push(server);
