@@ -27,7 +27,11 @@ const keyFields = {
     .refine((list) => new Set(list).size === list.length, 'scopes must not repeat'),
   tier: z.enum(tiers),
   rate_limits: rateLimitsSchema.nullable(),
-  collections: z.array(collectionName).max(1000).nullable(),
+  collections: z
+    .array(collectionName)
+    .max(1000)
+    .refine((list) => new Set(list).size === list.length, 'collections must not repeat')
+    .nullable(),
   quota: quotaSchema.nullable(),
   expires_at: z.iso.datetime({ offset: true }).nullable(),
 };

@@ -95,6 +95,20 @@ describe('API key management', () => {
     expect(await response.json()).toMatchObject({ error: { type: 'invalid_request_error', param: 'rate_limits' } });
   });
 
+  it('rejects a collection named twice, as a scope named twice, on create and update', async () => {
+    const created = await t.request('/api/v1/keys', {
+      method: 'POST',
+      json: { name: 'x', scopes: ['read'], collections: ['c1', 'c2', 'c1'] },
+    });
+    expect(created.status).toBe(400);
+    expect(await created.json()).toMatchObject({
+      error: { type: 'invalid_request_error', message: 'collections: collections must not repeat' },
+    });
+    const k = await t.createKey({ name: 'once', scopes: ['read'], collections: ['c1'] });
+    const updated = await t.request(`/api/v1/keys/${k.id}`, { method: 'PATCH', json: { collections: ['c1', 'c1'] } });
+    expect(updated.status).toBe(400);
+  });
+
   it('rejects an expiry in the past and accepts one in the future', async () => {
     const past = await t.request('/api/v1/keys', {
       method: 'POST',
