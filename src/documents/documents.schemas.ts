@@ -121,6 +121,9 @@ export const documentListItem = documentRecord.pick({
   size_bytes: true,
   content_type: true,
   version: true,
+  // What a client watching a list of uploads needs without a request per document.
+  error: true,
+  progress: true,
 });
 
 export const documentList = z.object({

@@ -236,5 +236,13 @@ describe('document rules', () => {
     );
     expect((await t.request('/api/v1/rag/collections/paged/documents?page_size=101')).status).toBe(400);
     expect((await t.request('/api/v1/rag/collections/paged/documents?page=0')).status).toBe(400);
+
+    // Each item says what its record says of its state: status, error and progress.
+    const record = (await (await t.request(`/api/v1/rag/documents/${ids[0]}`)).json()) as Record<string, unknown>;
+    const listed = (await page(3)).documents[0] as unknown as Record<string, unknown>;
+    expect(listed).toMatchObject({ id: ids[0], status: expect.any(String) });
+    expect(Object.keys(listed)).toEqual(expect.arrayContaining(['status', 'error', 'progress']));
+    if (record.status === listed.status)
+      expect([listed.error, listed.progress]).toEqual([record.error, record.progress]);
   });
 });
