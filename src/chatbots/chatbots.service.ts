@@ -4,7 +4,7 @@ import type { ChatbotRow } from '../db/schema/chatbots.ts';
 import type { ConversationRow } from '../db/schema/conversations.ts';
 import type { MessageRow } from '../db/schema/messages.ts';
 import { AppError, notFound } from '../errors.ts';
-import { hasScope, type Principal } from '../keys/principal.ts';
+import { canUseCollection, hasScope, type Principal } from '../keys/principal.ts';
 import type { ChatbotPatch, ChatbotsRepository } from './chatbots.repository.ts';
 import type { ChatbotRecord, ConversationDetail, CreateChatbotBody, UpdateChatbotBody } from './chatbots.schemas.ts';
 import type { ConversationsRepository } from './conversations.repository.ts';
@@ -81,12 +81,21 @@ function columnsOf(body: UpdateChatbotBody): ChatbotPatch {
   return Object.fromEntries(Object.entries(columns).filter(([, v]) => v !== undefined));
 }
 
-/** Chatbot records, owned by the key that created them; an admin key sees and uses every one. */
+/**
+ * Whether a key sees a chatbot: its own, or any for an admin key, as long as the chatbot's
+ * collection is one the key may use. A restricted admin that saw others' chatbots over hidden
+ * collections would learn their names, and read their conversations, whose sources quote them.
+ */
+const visibleTo = (principal: Principal, row: ChatbotRow): boolean =>
+  row.ownerKeyId === principal.keyId ||
+  (hasScope(principal, 'admin') && (row.ragCollection === null || canUseCollection(principal, row.ragCollection)));
+
+/** Chatbot records, owned by the key that created them; an admin key sees and uses every one it may. */
 export function createChatbotsService({ repo, conversations, collections, modelExists }: ChatbotsServiceDeps) {
-  /** A chatbot another key owns is reported exactly like a missing one. */
+  /** A chatbot this key may not see is reported exactly like a missing one. */
   const requireChatbot = async (principal: Principal, id: string): Promise<ChatbotRow> => {
     const row = await repo.find(id);
-    if (!row || (row.ownerKeyId !== principal.keyId && !hasScope(principal, 'admin'))) throw notFound(NOT_FOUND);
+    if (!row || !visibleTo(principal, row)) throw notFound(NOT_FOUND);
     return row;
   };
 
@@ -134,7 +143,7 @@ export function createChatbotsService({ repo, conversations, collections, modelE
 
     async list(principal: Principal): Promise<ChatbotRecord[]> {
       const rows = await repo.list(hasScope(principal, 'admin') ? null : principal.keyId);
-      return rows.map(toChatbotRecord);
+      return rows.filter((row) => visibleTo(principal, row)).map(toChatbotRecord);
     },
 
     async get(principal: Principal, id: string): Promise<ChatbotRecord> {

@@ -50,13 +50,38 @@ export function isPublicAddress(address: string): boolean {
 
 export type TargetCheck = { ok: true; address: string; family: 4 | 6 } | { ok: false; reason: string };
 
+/** The URL's host without the brackets of an IPv6 literal. */
+const hostOf = (url: URL) => url.hostname.replace(/^\[|\]$/g, '');
+
+/**
+ * The address a URL's host names by itself, if it is an IP literal, and whether it may be sent to.
+ * The URL parser has already normalised every spelling of one (2130706433, 0x7f.1, 127.1 and
+ * 127.0.0.1. are all 127.0.0.1; [::ffff:127.0.0.1] is [::ffff:7f00:1]), so this sees what a
+ * connection would reach. Undefined for a host name: only a lookup says where it points, and
+ * that can change, so names are checked at each delivery (`checkTarget`).
+ */
+export function checkLiteralTarget(url: URL, allowPrivate: boolean): TargetCheck | undefined {
+  const host = hostOf(url);
+  const family = isIP(host);
+  if (family === 0) return undefined;
+  if (!allowPrivate && !isPublicAddress(host)) {
+    return {
+      ok: false,
+      reason: `${host} is a non-public address; set WEBHOOK_ALLOW_PRIVATE_TARGETS=true to allow it`,
+    };
+  }
+  return { ok: true, address: host, family: family === 6 ? 6 : 4 };
+}
+
 /** Resolves the URL's host and picks an address it may be sent to. */
 export async function checkTarget(url: URL, allowPrivate: boolean): Promise<TargetCheck> {
   if (url.protocol !== 'https:' && url.protocol !== 'http:') return { ok: false, reason: 'not an http(s) URL' };
-  const host = url.hostname.replace(/^\[|\]$/g, '');
+  const literal = checkLiteralTarget(url, allowPrivate);
+  if (literal !== undefined) return literal;
+  const host = hostOf(url);
   let addresses: { address: string; family: number }[];
   try {
-    addresses = isIP(host) ? [{ address: host, family: isIP(host) }] : await lookup(host, { all: true });
+    addresses = await lookup(host, { all: true });
   } catch (error) {
     return { ok: false, reason: `cannot resolve ${host}: ${(error as Error).message}` };
   }

@@ -20,7 +20,7 @@ export interface WebhooksModuleDeps {
 export function createWebhooksModule(deps: WebhooksModuleDeps) {
   const repo = createWebhooksRepository(deps.db);
   const sealer = deps.config.signingKey === undefined ? undefined : createSealer(deps.config.signingKey);
-  const service = createWebhooksService({ repo, sealer });
+  const service = createWebhooksService({ repo, sealer, allowPrivateTargets: deps.config.allowPrivateTargets });
   return {
     routes: webhooksRoutes(service),
     service,

@@ -1,4 +1,5 @@
-import { and, desc, eq, isNull, sql } from '../db/orm.ts';
+import type { SQL } from 'drizzle-orm';
+import { and, desc, eq, inArray, isNull, sql } from '../db/orm.ts';
 import { queryRows, type Db } from '../db/client.ts';
 import { webhookDeliveries, webhookEndpoints } from '../db/schema/webhooks.ts';
 
@@ -14,6 +15,26 @@ export interface ClaimedDelivery {
 export type AttemptOutcome =
   { ok: true; status: number; body: string } | { ok: false; status: number | null; error: string; body: string | null };
 
+/** Which endpoints a caller may see (webhooks.service.ts decides). */
+export interface EndpointScope {
+  /** Only this key's endpoints (null: the configured admin key's); undefined: every key's. */
+  ownerKeyId: string | null | undefined;
+  /** Only endpoints of one of these collections; null: endpoints of any collection, or of none. */
+  collections: readonly string[] | null;
+}
+
+function visibleIn({ ownerKeyId, collections }: EndpointScope): SQL | undefined {
+  const owner =
+    ownerKeyId === undefined
+      ? undefined
+      : ownerKeyId === null
+        ? isNull(webhookEndpoints.keyId)
+        : eq(webhookEndpoints.keyId, ownerKeyId);
+  // An empty list matches nothing (inArray renders it as false).
+  const collection = collections === null ? undefined : inArray(webhookEndpoints.collectionName, [...collections]);
+  return and(owner, collection);
+}
+
 export function createWebhooksRepository(db: Db) {
   return {
     async createEndpoint(row: typeof webhookEndpoints.$inferInsert) {
@@ -21,18 +42,21 @@ export function createWebhooksRepository(db: Db) {
       return created as typeof webhookEndpoints.$inferSelect;
     },
 
-    /** Endpoints of one key, or every endpoint for `keyId` undefined (the admin's view). */
-    listEndpoints(keyId: string | null | undefined) {
-      const q = db.select().from(webhookEndpoints);
-      const filtered =
-        keyId === undefined
-          ? q
-          : q.where(keyId === null ? isNull(webhookEndpoints.keyId) : eq(webhookEndpoints.keyId, keyId));
-      return filtered.orderBy(desc(webhookEndpoints.createdAt)).limit(1000);
+    /** The endpoints `scope` lets a caller see, newest first. */
+    listEndpoints(scope: EndpointScope) {
+      return db
+        .select()
+        .from(webhookEndpoints)
+        .where(visibleIn(scope))
+        .orderBy(desc(webhookEndpoints.createdAt))
+        .limit(1000);
     },
 
-    async getEndpoint(id: string) {
-      const [row] = await db.select().from(webhookEndpoints).where(eq(webhookEndpoints.id, id));
+    async getEndpoint(id: string, scope: EndpointScope) {
+      const [row] = await db
+        .select()
+        .from(webhookEndpoints)
+        .where(and(eq(webhookEndpoints.id, id), visibleIn(scope)));
       return row;
     },
 

@@ -19,7 +19,14 @@ export const createWebhookBody = z.object({
     .min(1)
     .max(webhookEvents.length)
     .refine((list) => new Set(list).size === list.length, 'events must not repeat'),
-  collection: z.string().min(1).max(200).nullish().describe('Only events of this collection'),
+  collection: z
+    .string()
+    .min(1)
+    .max(200)
+    .nullish()
+    .describe(
+      'Only events of the collection of this name (required of a key restricted to collections); absent: every collection the key may use',
+    ),
 });
 
 export const webhookRecord = z.object({

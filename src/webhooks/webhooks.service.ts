@@ -1,10 +1,11 @@
 import { newId } from '../db/ids.ts';
 import type { webhookDeliveries, webhookEndpoints } from '../db/schema/webhooks.ts';
-import { AppError, notFound } from '../errors.ts';
+import { AppError, invalid, notFound } from '../errors.ts';
 import { BOOTSTRAP_KEY_ID } from '../keys/keys.service.ts';
 import { canUseCollection, type Principal } from '../keys/principal.ts';
 import { newSigningSecret, type Sealer } from './signing.ts';
-import type { WebhooksRepository } from './webhooks.repository.ts';
+import { checkLiteralTarget } from './target.ts';
+import type { EndpointScope, WebhooksRepository } from './webhooks.repository.ts';
 import type { CreateWebhookBody } from './webhooks.schemas.ts';
 
 type EndpointRow = typeof webhookEndpoints.$inferSelect;
@@ -37,12 +38,29 @@ const toDelivery = (row: DeliveryRow) => ({
 /** The configured admin key owns no api_keys row: its endpoints have no key. */
 const ownerOf = (principal: Principal) => (principal.keyId === BOOTSTRAP_KEY_ID ? null : principal.keyId);
 
-export function createWebhooksService({ repo, sealer }: { repo: WebhooksRepository; sealer: Sealer | undefined }) {
-  /** A key sees its own endpoints; an admin sees every one. Others look like missing ones. */
+/**
+ * The endpoints a key sees and manages: its own, or every key's for an admin; and for a key
+ * restricted to collections, only endpoints of a collection it may use, its own included. An
+ * endpoint's events and delivery log name its collection's documents, so a restricted admin that
+ * saw other keys' endpoints would read what its restriction hides.
+ */
+const scopeOf = (principal: Principal): EndpointScope => ({
+  ownerKeyId: principal.scopes.includes('admin') ? undefined : ownerOf(principal),
+  collections: principal.collections,
+});
+
+export interface WebhooksServiceDeps {
+  repo: WebhooksRepository;
+  sealer: Sealer | undefined;
+  /** WEBHOOK_ALLOW_PRIVATE_TARGETS: whether an IP literal of a private network may be registered. */
+  allowPrivateTargets: boolean;
+}
+
+export function createWebhooksService({ repo, sealer, allowPrivateTargets }: WebhooksServiceDeps) {
+  /** An endpoint this key may not see looks like a missing one. */
   const requireEndpoint = async (principal: Principal, id: string) => {
-    const row = await repo.getEndpoint(id);
-    const mine = row !== undefined && (principal.scopes.includes('admin') || row.keyId === ownerOf(principal));
-    if (!mine) throw notFound(NOT_FOUND);
+    const row = await repo.getEndpoint(id, scopeOf(principal));
+    if (row === undefined) throw notFound(NOT_FOUND);
     return row;
   };
 
@@ -55,9 +73,23 @@ export function createWebhooksService({ repo, sealer }: { repo: WebhooksReposito
         });
       }
       const collection = body.collection ?? null;
+      if (collection === null && principal.collections !== null) {
+        // What a key restricted to collections sees is decided by the collection, for endpoints as
+        // for everything else: one for no collection would be outside every list.
+        throw new AppError({
+          code: 'insufficient_scope',
+          message: 'This API key is restricted to collections: a webhook it registers must name one of them',
+          param: 'collection',
+        });
+      }
       if (collection !== null && !canUseCollection(principal, collection)) {
         throw notFound('Collection not found');
       }
+      // A literal address never changes, so one that can never be sent to is refused now rather
+      // than after every attempt of every delivery has failed; a host name is checked at each
+      // delivery, since where it points can change.
+      const target = checkLiteralTarget(new URL(body.url), allowPrivateTargets);
+      if (target?.ok === false) throw invalid(`url: ${target.reason}`, 'url');
       const secret = newSigningSecret();
       const row = await repo.createEndpoint({
         id: newId('whk'),
@@ -71,7 +103,7 @@ export function createWebhooksService({ repo, sealer }: { repo: WebhooksReposito
     },
 
     async list(principal: Principal) {
-      const rows = await repo.listEndpoints(principal.scopes.includes('admin') ? undefined : ownerOf(principal));
+      const rows = await repo.listEndpoints(scopeOf(principal));
       return { webhooks: rows.map(toRecord) };
     },
 

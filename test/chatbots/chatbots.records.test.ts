@@ -197,6 +197,60 @@ describe('ownership', () => {
     expect((await sendChat(h.t, mine.id, { message: 'hi' })).status).toBe(200);
   });
 
+  it("an admin key restricted to collections sees others' chatbots only over those collections", async () => {
+    const hidden = await createChatbot(h.t, { name: 'hidden', use_rag: true, rag_collection: 'secret' }, other.key);
+    const visible = await createChatbot(h.t, { name: 'visible', use_rag: true, rag_collection: 'kb' }, other.key);
+    const plain = await createChatbot(h.t, { name: 'plain' }, other.key);
+    const conversation = await say(h.t, hidden.id, 'hello', undefined, other.key);
+    const admin = await h.t.createKey({ name: 'narrow-admin', scopes: ['admin'], collections: ['kb'] });
+
+    const listed = (await (await h.t.request('/api/v1/chatbot/list', { key: admin.key })).json()) as {
+      chatbots: ChatbotRecord[];
+    };
+    const ids = listed.chatbots.map((b) => b.id);
+    expect(ids).toEqual(expect.arrayContaining([visible.id, plain.id]));
+    expect(ids).not.toContain(hidden.id);
+    expect(JSON.stringify(listed)).not.toContain('secret');
+
+    // Exactly as a chatbot that does not exist.
+    const notFound = { status: 404, body: { error: 'Chatbot not found' } };
+    const attempts = {
+      get: get(hidden.id, admin.key),
+      put: put(hidden.id, { rag_collection: 'kb' }, admin.key),
+      delete: h.t.request(`/api/v1/chatbot/${hidden.id}`, { method: 'DELETE', key: admin.key }),
+      conversations: h.t.request(`/api/v1/chatbot/${hidden.id}/conversations`, { key: admin.key }),
+      chat: sendChat(h.t, hidden.id, { message: 'hi' }, admin.key),
+      missing: get('bot_missing', admin.key),
+    };
+    for (const [name, pending] of Object.entries(attempts)) {
+      const response = await pending;
+      expect({ status: response.status, body: await response.json() }, name).toEqual(notFound);
+    }
+    const read = await h.t.request(`/api/v1/chatbot/conversations/${conversation.conversation_id}`, {
+      key: admin.key,
+    });
+    expect({ status: read.status, body: await read.json() }).toEqual({
+      status: 404,
+      body: { error: 'Conversation not found' },
+    });
+    const completion = await h.t.request(`/api/v1/chatbot/external/${hidden.id}/chat/completions`, {
+      method: 'POST',
+      key: admin.key,
+      json: { model: 'x', messages: [{ role: 'user', content: 'hi' }] },
+    });
+    expect({ status: completion.status, body: await completion.json() }).toEqual({
+      status: 404,
+      body: { error: { message: 'Chatbot not found', type: 'not_found_error', code: 'not_found' } },
+    });
+
+    // Untouched, and still there for its owner and an unrestricted admin.
+    expect(await (await get(hidden.id, other.key)).json()).toMatchObject({ name: 'hidden', rag_collection: 'secret' });
+    expect((await get(hidden.id)).status).toBe(200);
+    // Chatbots over its collections, or over none, it sees and uses like any admin.
+    expect((await get(visible.id, admin.key)).status).toBe(200);
+    expect((await put(plain.id, { name: 'renamed' }, admin.key)).status).toBe(200);
+  });
+
   it('deleting a chatbot deletes its conversations', async () => {
     const bot = await createChatbot(h.t, {}, owner.key);
     const { conversation_id } = await say(h.t, bot.id, 'remember me', undefined, owner.key);

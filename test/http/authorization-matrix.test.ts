@@ -72,6 +72,18 @@ const turn = await must(
   200,
 );
 
+// A webhook endpoint for the target collection, registered by an unrestricted admin. Its host
+// never resolves: nothing is sent anywhere.
+const newHook = async () =>
+  must(
+    await t.request('/api/v1/webhooks', {
+      method: 'POST',
+      json: { url: 'https://receiver.invalid/hook', events: ['document.processed'], collection: TARGET },
+    }),
+    201,
+  );
+const hook = await newHook();
+
 type Shape = 'structured' | 'simple';
 /** What a key restricted to another collection gets: a refusal, or the same as an unrestricted key. */
 type Restricted = { status: number; body: unknown } | 'unaffected';
@@ -80,7 +92,7 @@ interface Fixture {
   /** Error shape of this route (contract.md: 401/403/429 are always structured). */
   shape: Shape;
   restricted: Restricted;
-  /** Chatbot routes: what a key other than the chatbot's owner gets. */
+  /** Chatbot routes: what a key other than the chatbot's owner gets (an admin's restriction applies too). */
   foreign?: { status: number; body: unknown };
 }
 
@@ -88,6 +100,7 @@ const simple = (message: string) => ({ error: message });
 const collectionNotFound = { status: 404, body: simple('Collection not found') };
 const documentNotFound = { status: 404, body: simple('Document not found') };
 const chatbotNotFound = { status: 404, body: simple('Chatbot not found') };
+const webhookNotFound = { status: 404, body: simple('Webhook not found') };
 const structuredNotFound = (message: string) => ({
   status: 404,
   body: { error: { message, type: 'not_found_error', code: 'not_found' } },
@@ -226,25 +239,26 @@ const fixtures: Record<string, Fixture> = {
     restricted: collectionNotFound,
   },
   'GET /api/v1/webhooks': { request: fixed('/api/v1/webhooks'), shape: 'simple', restricted: 'unaffected' },
+  // Endpoints of a collection a restricted key may not use are missing to it, an admin's too.
   'GET /api/v1/webhooks/:webhook_id': {
-    request: fixed('/api/v1/webhooks/whk_missing'),
+    request: fixed(`/api/v1/webhooks/${String(hook.id)}`),
     shape: 'simple',
-    restricted: 'unaffected',
+    restricted: webhookNotFound,
   },
   'DELETE /api/v1/webhooks/:webhook_id': {
-    request: fixed('/api/v1/webhooks/whk_missing'),
+    request: async () => ({ url: `/api/v1/webhooks/${String((await newHook()).id)}` }),
     shape: 'simple',
-    restricted: 'unaffected',
+    restricted: webhookNotFound,
   },
   'GET /api/v1/webhooks/:webhook_id/deliveries': {
-    request: fixed('/api/v1/webhooks/whk_missing/deliveries'),
+    request: fixed(`/api/v1/webhooks/${String(hook.id)}/deliveries`),
     shape: 'simple',
-    restricted: 'unaffected',
+    restricted: webhookNotFound,
   },
   'POST /api/v1/webhooks/:webhook_id/deliveries/:delivery_id/redeliver': {
-    request: fixed('/api/v1/webhooks/whk_missing/deliveries/evt_missing/redeliver'),
+    request: fixed(`/api/v1/webhooks/${String(hook.id)}/deliveries/evt_missing/redeliver`),
     shape: 'simple',
-    restricted: 'unaffected',
+    restricted: webhookNotFound,
   },
   'POST /api/v1/chat/completions': {
     request: fixed('/api/v1/chat/completions', { model: 'no-such-model', messages: [{ role: 'user', content: 'hi' }] }),
@@ -280,35 +294,36 @@ const fixtures: Record<string, Fixture> = {
     restricted: collectionNotFound,
   },
   'GET /api/v1/chatbot/list': { request: fixed('/api/v1/chatbot/list'), shape: 'simple', restricted: 'unaffected' },
+  // The chatbot is over the target collection: missing to a restricted key, an admin's too.
   'GET /api/v1/chatbot/:chatbot_id': {
     request: fixed(`/api/v1/chatbot/${String(bot.id)}`),
     shape: 'simple',
-    restricted: 'unaffected',
+    restricted: chatbotNotFound,
     foreign: chatbotNotFound,
   },
   'PUT /api/v1/chatbot/:chatbot_id': {
     request: fixed(`/api/v1/chatbot/${String(bot.id)}`, { rag_collection: TARGET }),
     shape: 'simple',
-    restricted: collectionNotFound,
+    restricted: chatbotNotFound,
     foreign: chatbotNotFound,
   },
   'DELETE /api/v1/chatbot/:chatbot_id': {
     // A fresh chatbot each time: the unrestricted comparison really deletes it.
     request: async () => ({ url: `/api/v1/chatbot/${String((await newBot()).id)}` }),
     shape: 'simple',
-    restricted: 'unaffected',
+    restricted: chatbotNotFound,
     foreign: chatbotNotFound,
   },
   'GET /api/v1/chatbot/:chatbot_id/conversations': {
     request: fixed(`/api/v1/chatbot/${String(bot.id)}/conversations`),
     shape: 'simple',
-    restricted: 'unaffected',
+    restricted: chatbotNotFound,
     foreign: chatbotNotFound,
   },
   'GET /api/v1/chatbot/conversations/:conversation_id': {
     request: fixed(`/api/v1/chatbot/conversations/${String(turn.conversation_id)}`),
     shape: 'simple',
-    restricted: 'unaffected',
+    restricted: { status: 404, body: simple('Conversation not found') },
     foreign: { status: 404, body: simple('Conversation not found') },
   },
   'POST /api/v1/chatbot/external/:chatbot_id/chat/completions': {
@@ -316,13 +331,13 @@ const fixtures: Record<string, Fixture> = {
       messages: [{ role: 'user', content: 'hello' }],
     }),
     shape: 'structured',
-    restricted: structuredNotFound('Collection not found'),
+    restricted: structuredNotFound('Chatbot not found'),
     foreign: structuredNotFound('Chatbot not found'),
   },
   'POST /api/v1/chatbot/external/:chatbot_id/chat': {
     request: fixed(`/api/v1/chatbot/external/${String(bot.id)}/chat`, { message: 'hello again' }),
     shape: 'simple',
-    restricted: collectionNotFound,
+    restricted: chatbotNotFound,
     foreign: chatbotNotFound,
   },
 };
@@ -410,6 +425,17 @@ describe('authorisation matrix', () => {
         if (route.id === 'GET /api/v1/rag/collections') {
           const names = (got.body as { collections: { name: string }[] }).collections.map((c) => c.name);
           expect(names).toEqual([OTHER]);
+        }
+        // Lists leave out what the restriction hides: the target's chatbots and webhooks.
+        if (route.id === 'GET /api/v1/chatbot/list') {
+          const ids = (got.body as { chatbots: { id: string }[] }).chatbots.map((b) => b.id);
+          expect(ids).not.toContain(bot.id);
+          expect(JSON.stringify(free.body)).toContain(String(bot.id));
+        }
+        if (route.id === 'GET /api/v1/webhooks') {
+          const ids = (got.body as { webhooks: { id: string }[] }).webhooks.map((w) => w.id);
+          expect(ids).not.toContain(hook.id);
+          expect(JSON.stringify(free.body)).toContain(String(hook.id));
         }
       } else {
         expect(got).toEqual(fixture.restricted);

@@ -176,8 +176,11 @@ describe('webhooks', () => {
   });
 
   it('sends nothing for a collection the endpoint key may not use', async () => {
-    const { key } = await t.createKey({ name: 'narrow', scopes: ['webhooks'], collections: ['seen'] });
+    // Registered for every collection, then restricted: the restriction holds at each event.
+    const { id: keyId, key } = await t.createKey({ name: 'narrow', scopes: ['webhooks'] });
     const hook = await register(key, { events: ['document.processed'] });
+    const narrowed = await t.request(`/api/v1/keys/${keyId}`, { method: 'PATCH', json: { collections: ['seen'] } });
+    expect(narrowed.status).toBe(200);
     await upload('hidden', 'd.txt');
     const seenId = await upload('seen', 'e.txt');
     await until('the visible event', () => (events('document.processed').length ? true : undefined));
@@ -190,7 +193,9 @@ describe('webhooks', () => {
       json: { url: receiverUrl, events: ['document.processed'], collection: 'hidden' },
     });
     expect(refused.status).toBe(404);
-    await t.request(`/api/v1/webhooks/${hook.id}`, { method: 'DELETE', key });
+    // An endpoint for no collection is not one of the key's collections: an unrestricted admin removes it.
+    expect((await t.request(`/api/v1/webhooks/${hook.id}`, { key })).status).toBe(404);
+    expect((await t.request(`/api/v1/webhooks/${hook.id}`, { method: 'DELETE' })).status).toBe(200);
   });
 
   it('delivers document.deleted and collection.deleted, once each', async () => {
@@ -217,6 +222,26 @@ describe('webhooks', () => {
     );
     expect(queued.map((d) => d.event)).toEqual(['collection.deleted', 'document.deleted']);
     await t.request(`/api/v1/webhooks/${hook.id}`, { method: 'DELETE' });
+  });
+
+  it("an endpoint follows its collection's name, as keys and chatbots do: before it exists and once created again", async () => {
+    const hook = await register(t.adminKey, {
+      events: ['document.processed', 'collection.deleted'],
+      collection: 'reborn',
+    });
+    const first = await createCollection(t, 'reborn');
+    const before = await upload('reborn', 'h.txt');
+    await until('the first event', () => (events('document.processed').length ? true : undefined));
+    await t.request('/api/v1/rag/collections/reborn', { method: 'DELETE' });
+    const deleted = await until('collection.deleted', () => events('collection.deleted')[0]);
+    expect(deleted.payload.data).toEqual({ collection: 'reborn', collection_id: first.id });
+    const second = await createCollection(t, 'reborn');
+    expect(second.id).not.toBe(first.id);
+    const after = await upload('reborn', 'i.txt');
+    await until('the second event', () => (events('document.processed').length >= 2 ? true : undefined));
+    expect(events('document.processed').map((e) => e.payload.data.document_id)).toEqual([before, after]);
+    await t.request(`/api/v1/webhooks/${hook.id}`, { method: 'DELETE' });
+    await t.request('/api/v1/rag/collections/reborn', { method: 'DELETE' });
   });
 
   it('a delivery leased by a worker that died is sent again, with the same id; redeliver sends it once more', async () => {
@@ -283,10 +308,13 @@ describe('SSRF', () => {
     const strict = await startTestApp({ config: { webhooks: webhookConfig({ allowPrivateTargets: false }) } });
     try {
       await createCollection(strict, 'ssrf');
+      // A host name is registered and checked at each delivery (a loopback literal is refused at
+      // once: webhooks.security.test.ts).
       const r = await strict.request('/api/v1/webhooks', {
         method: 'POST',
-        json: { url: receiverUrl, events: ['document.processed'] },
+        json: { url: receiverUrl.replace('127.0.0.1', 'localhost'), events: ['document.processed'] },
       });
+      expect(r.status).toBe(201);
       const hook = (await r.json()) as { id: string };
       const up = await strict.request('/api/v1/rag/collections/ssrf/documents', {
         method: 'POST',
