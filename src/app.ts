@@ -202,6 +202,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     collections: collections.service,
     retrieval: retrieval.service,
     gateway: gateway.service,
+    rerankModelExists: gateway.rerankers.serves,
     gatewayConfig: config.gateway,
     config: config.chatbots,
     logger,

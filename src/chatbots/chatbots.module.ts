@@ -20,6 +20,8 @@ export interface ChatbotsDeps {
   collections: CollectionsService;
   retrieval: RetrievalService;
   gateway: GatewayService;
+  /** Whether a provider serves a rerank model (a chatbot's `rag_rerank.model`). */
+  rerankModelExists: (model: string) => Promise<boolean>;
   gatewayConfig: Pick<ResolvedGatewayConfig, 'aliases' | 'context_windows'>;
   config: ChatbotsConfig;
   logger: Logger;
@@ -37,6 +39,7 @@ export function createChatbotsModule(deps: ChatbotsDeps) {
     conversations,
     collections: deps.collections,
     modelExists: async (model) => (await gateway.models()).some((m) => m.id === model),
+    rerankModelExists: deps.rerankModelExists,
   });
   const windows = gatewayConfig.context_windows;
   const turns = createTurns({

@@ -16,6 +16,8 @@ export interface ChatbotsServiceDeps {
   collections: Pick<CollectionsService, 'requireAccessible'>;
   /** Whether the gateway serves this chat model (or alias). */
   modelExists: (model: string) => Promise<boolean>;
+  /** Whether a provider serves this rerank model (or alias); absent: not checked. */
+  rerankModelExists?: (model: string) => Promise<boolean>;
 }
 
 const NOT_FOUND = 'Chatbot not found';
@@ -91,7 +93,13 @@ const visibleTo = (principal: Principal, row: ChatbotRow): boolean =>
   (hasScope(principal, 'admin') && (row.ragCollection === null || canUseCollection(principal, row.ragCollection)));
 
 /** Chatbot records, owned by the key that created them; an admin key sees and uses every one it may. */
-export function createChatbotsService({ repo, conversations, collections, modelExists }: ChatbotsServiceDeps) {
+export function createChatbotsService({
+  repo,
+  conversations,
+  collections,
+  modelExists,
+  rerankModelExists,
+}: ChatbotsServiceDeps) {
   /** A chatbot this key may not see is reported exactly like a missing one. */
   const requireChatbot = async (principal: Principal, id: string): Promise<ChatbotRow> => {
     const row = await repo.find(id);
@@ -122,6 +130,16 @@ export function createChatbotsService({ repo, conversations, collections, modelE
     }
   };
 
+  /** A rerank stage names a model a provider serves: else every turn of the chatbot would be a 404. */
+  const checkRerank = async (rerank: { model: string } | null | undefined) => {
+    if (rerank == null || rerankModelExists === undefined || (await rerankModelExists(rerank.model))) return;
+    throw new AppError({
+      code: 'model_not_found',
+      message: `No provider serves the rerank model '${rerank.model}'`,
+      param: 'rag_rerank.model',
+    });
+  };
+
   return {
     requireChatbot,
 
@@ -129,6 +147,7 @@ export function createChatbotsService({ repo, conversations, collections, modelE
       const ragCollection = body.rag_collection ?? null;
       await checkCollection(principal, body.use_rag, ragCollection, true);
       await checkModel(body.model);
+      await checkRerank(body.rag_rerank);
       // Every column has a value: the create body's defaults fill what the request left out.
       const columns = columnsOf(body) as Required<ChatbotPatch>;
       const row = await repo.insert({
@@ -160,6 +179,7 @@ export function createChatbotsService({ repo, conversations, collections, modelE
         body.rag_collection !== undefined || body.use_rag === true,
       );
       if (body.model !== undefined && body.model !== current.model) await checkModel(body.model);
+      if (body.rag_rerank?.model !== current.ragRerank?.model) await checkRerank(body.rag_rerank);
       const row = await repo.update(id, columnsOf(body));
       if (!row) throw notFound(NOT_FOUND);
       return toChatbotRecord(row);

@@ -77,6 +77,8 @@ export function createRerankers({ registry, retry, logger, usage, quota, onUpstr
   }
 
   return {
+    /** Whether a provider serves this rerank model (or alias): chatbots check theirs when saved. */
+    serves: async (model: string) => (await registry.candidates(model, 'rerank')).length > 0,
     /**
      * A search's rerank stage (rag_search): counted against the searching key, and, like the
      * query's embedding, never refused for its token quota (docs/gateway.md).

@@ -67,4 +67,24 @@ describe('chatbot rerank', () => {
     });
     expect(r.status).toBe(400);
   });
+
+  it('refuses a rerank model no provider serves, on create and on update (every turn would be a 404)', async () => {
+    const created = await t.request('/api/v1/chatbot/create', {
+      method: 'POST',
+      json: { name: 'x', model: 'mock-chat', rag_rerank: { model: 'nope-rerank', candidates: 5 } },
+    });
+    expect(created.status).toBe(404);
+    expect(await created.json()).toEqual({ error: "No provider serves the rerank model 'nope-rerank'" });
+    const bot = await createChatbot(t, { name: 'y', model: 'mock-chat' });
+    const updated = await t.request(`/api/v1/chatbot/${bot.id}`, {
+      method: 'PUT',
+      json: { rag_rerank: { model: 'nope-rerank', candidates: 5 } },
+    });
+    expect(updated.status).toBe(404);
+    const served = await t.request(`/api/v1/chatbot/${bot.id}`, {
+      method: 'PUT',
+      json: { rag_rerank: { model: 'mock-reranker', candidates: 5 } },
+    });
+    expect(served.status).toBe(200);
+  });
 });
