@@ -19,6 +19,7 @@ export const errorCodeNames = [
   'payload_too_large',
   'unsupported_media_type',
   'headers_too_large',
+  'request_timeout',
   'rate_limit_exceeded',
   'capacity_exceeded',
   'internal_error',

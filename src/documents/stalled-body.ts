@@ -22,8 +22,8 @@ export const bodyStalled = (request: FastifyRequest): boolean => stalled.has(req
  * needs (`?wait=true`). Nothing else is touched: other routes, streams and keep-alive keep theirs.
  *
  * The 408 is written here, on the raw response, as Node's own request timeout is answered
- * (`clientErrorHandler`): its status is not one the error codes map to, and whoever is reading
- * the body (the multipart parser, fastify's JSON reader) is waiting on it still. The reply is
+ * (`clientErrorHandler`): whoever is reading the body (the multipart parser, fastify's JSON
+ * reader) is waiting on it still, so no error can be thrown to fastify's handler. The reply is
  * taken over, so what that reader reports once the connection closes is not sent again; a
  * handler checks `bodyStalled` and lets its error go.
  */
@@ -46,7 +46,7 @@ export function stalledBodyGuard(idleMs: number): onRequestHookHandler {
         socket.destroy();
         return;
       }
-      const error = new AppError({ code: 'invalid_value', message });
+      const error = new AppError({ code: 'request_timeout', message });
       const body = JSON.stringify(renderError(error, request.routeOptions.config.family ?? 'structured'));
       reply.hijack();
       // The headers set so far go too: the request id, the key's rate limits.

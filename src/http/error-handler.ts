@@ -129,7 +129,15 @@ const familyOf = (request: FastifyRequest) => request.routeOptions.config.family
 
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error, request, reply) => {
-    const appError = toAppError(error);
+    // Only here is the route's own limit known: say it.
+    const limit = request.routeOptions.bodyLimit;
+    const appError =
+      (error as FastifyError).code === 'FST_ERR_CTP_BODY_TOO_LARGE' && limit !== undefined
+        ? new AppError({
+            code: 'payload_too_large',
+            message: `Request body is too large: at most ${limit.toLocaleString('en-US')} bytes`,
+          })
+        : toAppError(error);
     if (statusOf(appError) >= 500) request.log.error({ err: error }, 'request failed');
     if (appError.headers) void reply.headers(appError.headers);
     const body = renderError(appError, familyOf(request));
@@ -197,7 +205,7 @@ export function clientErrorHandler(routes: readonly RouteEntry[]) {
       error.code === 'HPE_HEADER_OVERFLOW'
         ? (['headers_too_large', 431, 'Request header fields too large (16 KB at most)'] as const)
         : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-          ? (['invalid_value', 408, 'The request did not arrive in time'] as const)
+          ? (['request_timeout', 408, 'The request did not arrive in time'] as const)
           : (['invalid_value', 400, 'Malformed HTTP request'] as const);
     const raw = Buffer.isBuffer(error.rawPacket) ? error.rawPacket : Buffer.alloc(0);
     const line = raw.subarray(0, 2_048).toString('latin1').split('\r\n', 1)[0] ?? '';

@@ -27,6 +27,7 @@ export const errorCodes = {
   payload_too_large: { status: 413, type: 'invalid_request_error' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error' },
   headers_too_large: { status: 431, type: 'invalid_request_error' },
+  request_timeout: { status: 408, type: 'invalid_request_error' },
   rate_limit_exceeded: { status: 429, type: 'rate_limit_error' },
   capacity_exceeded: { status: 429, type: 'rate_limit_error' },
   internal_error: { status: 500, type: 'api_error' },

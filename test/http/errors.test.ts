@@ -128,7 +128,24 @@ describe('bad input never yields a 500', () => {
       json: { name: 'x'.repeat(100 * 1024), scopes: ['read'] },
     });
     expect(response.status).toBe(413);
-    expect(await response.json()).toEqual(structured('payload_too_large'));
+    expect(await response.json()).toEqual({
+      error: {
+        type: 'invalid_request_error',
+        code: 'payload_too_large',
+        message: 'Request body is too large: at most 65,536 bytes',
+      },
+    });
+    // Sent in chunks, without a length: refused as it arrives, with the same message.
+    const chunked = await t.request('/api/v1/keys', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: new Blob([`{"name": "${'x'.repeat(100 * 1024)}", "scopes": ["read"]}`]).stream(),
+      duplex: 'half',
+    } as RequestInit);
+    expect(chunked.status).toBe(413);
+    expect(((await chunked.json()) as { error: { message: string } }).error.message).toBe(
+      'Request body is too large: at most 65,536 bytes',
+    );
   });
 
   it('an unsupported content type is 415', async () => {
