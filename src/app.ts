@@ -186,6 +186,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     embeddings,
     settings: config.retrieval,
     rerank: (keyId, request, signal) => gateway.rerankers.rerank(keyId, request, signal),
+    rerankServes: gateway.rerankers.serves,
   });
   const tools = createToolsModule({
     provided: [retrieval.tool],

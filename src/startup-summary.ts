@@ -100,7 +100,7 @@ export function startupSummary({
   const providers = config.gateway.providers;
   const chatLine =
     providers.length === 0
-      ? 'chat providers: none configured; set OPENAI_API_KEY (and OPENAI_BASE_URL) or list providers in the RAGPORT_CONFIG file'
+      ? 'chat providers: none configured; set OPENAI_API_KEY (and OPENAI_BASE_URL), OPENAI_BASE_URL alone for a server that needs no key, or list providers in the RAGPORT_CONFIG file'
       : `chat providers: ${providers
           .map(
             (p) =>

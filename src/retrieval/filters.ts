@@ -34,6 +34,8 @@ const n = (value: number) => value.toLocaleString('en-US');
 /** `where` names the place in the request (`parameters.filters`) so messages point at it. */
 function compiler(where: string) {
   const invalid = (message: string) => new AppError({ code: 'invalid_value', message: `${where}.${message}` });
+  /** What is wrong with the filter as a whole: `parameters.filters: …`. */
+  const invalidWhole = (message: string) => new AppError({ code: 'invalid_value', message: `${where}: ${message}` });
 
   const depthOf = (value: unknown): number => {
     if (value === null || typeof value !== 'object') return 0;
@@ -142,7 +144,8 @@ function compiler(where: string) {
     if (filters === undefined) return undefined;
     const entries = Object.entries(filters);
     if (entries.length === 0) return undefined;
-    if (entries.length > filterLimits.keys) throw invalid(`too many filters (at most ${filterLimits.keys} filters)`);
+    if (entries.length > filterLimits.keys)
+      throw invalidWhole(`too many keys (at most ${filterLimits.keys}, got ${entries.length})`);
     // Lists are checked first so the message names the list, not the size it makes.
     for (const [key, spec] of entries) {
       if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) continue;
@@ -154,8 +157,7 @@ function compiler(where: string) {
       }
     }
     const bytes = Buffer.byteLength(JSON.stringify(filters));
-    if (bytes > filterLimits.bytes)
-      throw invalid(`filter of ${n(bytes)} bytes (at most ${n(filterLimits.bytes)} bytes)`);
+    if (bytes > filterLimits.bytes) throw invalidWhole(`${n(bytes)} bytes (at most ${n(filterLimits.bytes)})`);
     return sql.join(
       entries.map(([key, spec]) => sql`(${condition(key, spec)})`),
       sql` and `,

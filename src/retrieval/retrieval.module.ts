@@ -14,6 +14,7 @@ export interface RetrievalModuleDeps {
   embeddings: EmbeddingRegistry;
   settings: RetrievalDeps['settings'];
   rerank: RetrievalDeps['rerank'];
+  rerankServes: RetrievalDeps['rerankServes'];
 }
 
 /**
@@ -27,6 +28,7 @@ export function createRetrievalModule(deps: RetrievalModuleDeps) {
     embeddings: deps.embeddings,
     settings: deps.settings,
     ...(deps.rerank ? { rerank: deps.rerank } : {}),
+    ...(deps.rerankServes ? { rerankServes: deps.rerankServes } : {}),
   });
   return { service, tool: anyTool(ragSearchTool(service)) };
 }

@@ -172,7 +172,10 @@ const sessionTurns = new WeakMap<Db, Promise<unknown>>();
 function inSessionTurn<T>(db: Db, work: () => Promise<T>): Promise<T> {
   const previous = sessionTurns.get(db) ?? Promise.resolve();
   const turn = previous.then(work);
-  sessionTurns.set(db, turn.catch(() => undefined));
+  sessionTurns.set(
+    db,
+    turn.catch(() => undefined),
+  );
   return turn;
 }
 

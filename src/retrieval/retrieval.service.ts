@@ -65,10 +65,19 @@ export interface RetrievalDeps {
   settings: RetrievalSettings;
   /** Upstream rerankers (the gateway's); usage is counted against the searching key. */
   rerank?: (keyId: string, request: RerankRequest, signal?: AbortSignal) => Promise<RerankOutcome>;
+  /** Whether a provider serves a rerank model: checked before the search, whatever it finds. */
+  rerankServes?: (model: string) => Promise<boolean>;
 }
 
 /** Hybrid retrieval over one collection, shared by rag_search and chatbots. */
-export function createRetrievalService({ repo, collections, embeddings, settings, rerank }: RetrievalDeps) {
+export function createRetrievalService({
+  repo,
+  collections,
+  embeddings,
+  settings,
+  rerank,
+  rerankServes,
+}: RetrievalDeps) {
   async function searchNow(
     principal: Principal,
     request: SearchRequest,
@@ -185,6 +194,16 @@ export function createRetrievalService({ repo, collections, embeddings, settings
   return {
     /** Its statements run back to back on the embedded database; ingestion's wait between them. */
     async search(principal: Principal, request: SearchRequest, signal?: AbortSignal): Promise<RetrievedChunk[]> {
+      // An unknown rerank model is a 404 before the search: checked only once candidates passed
+      // the threshold, a typo answered `[]` whenever none did.
+      const model = request.rerank?.model;
+      if (model !== undefined && rerankServes !== undefined && !(await rerankServes(model))) {
+        throw new AppError({
+          code: 'model_not_found',
+          message: `No provider serves the rerank model '${model}'`,
+          param: 'rerank.model',
+        });
+      }
       const results = await runInteractive(() => searchNow(principal, request, signal));
       return rerankResults(principal, request, results, signal);
     },

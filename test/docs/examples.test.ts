@@ -22,7 +22,7 @@ const run = promisify(execFile);
 
 /**
  * In the order a reader would follow them: the README's curl examples outside its tour (which
- * tour.test.ts runs), then the chatbot guide, which creates the `handbook` collection.
+ * tour.test.ts runs), then the chatbot guide, which creates the `staff-handbook` collection.
  */
 const PAGES = ['README.md', 'docs/chatbots.md', 'docs/tools.md', 'docs/ingestion.md', 'docs/gateway.md'];
 /** Pages whose curl examples need more than this test's server, run by the test named. */

@@ -58,6 +58,13 @@ retry:
     expect(loadConfig({}).gateway.providers).toEqual([]);
   });
 
+  it('OPENAI_BASE_URL alone (Ollama, a local vLLM) adds the openai provider, sending no key', () => {
+    const [openai, ...rest] = loadConfig({ OPENAI_BASE_URL: 'http://127.0.0.1:11434/v1' }).gateway.providers;
+    expect(rest).toEqual([]);
+    expect(openai).toMatchObject({ name: 'openai', base_url: 'http://127.0.0.1:11434/v1' });
+    expect(openai?.apiKey()).toBeUndefined();
+  });
+
   it("reads models' context windows for chatbots; CHATBOT_CONTEXT_WINDOW covers the others", () => {
     const config = loadConfig({
       RAGPORT_CONFIG: file('windows.yaml', 'context_windows:\n  gpt-4o-mini: 128000\n  fast: 8192\n'),

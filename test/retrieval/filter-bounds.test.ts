@@ -88,7 +88,7 @@ describe('filter bounds', () => {
   it('filter size, depth and condition count are bounded', async () => {
     const big = await search({ filters: { team: { $in: range(900).map((i) => `${'x'.repeat(80)}${i}`) } } });
     expect(big.status).toBe(400);
-    expect(JSON.stringify(await big.json())).toMatch(/at most 65,?536 bytes/);
+    expect(await big.json()).toEqual({ error: 'parameters.filters: 77,308 bytes (at most 65,536)' });
 
     let deep: unknown = 1;
     for (let i = 0; i < 40; i++) deep = { a: deep };
@@ -103,7 +103,7 @@ describe('filter bounds', () => {
     const many = Object.fromEntries(range(51).map((i) => [`k${i}`, 1]));
     const tooMany = await search({ filters: many });
     expect(tooMany.status).toBe(400);
-    expect(JSON.stringify(await tooMany.json())).toMatch(/at most 50 filters/);
+    expect(await tooMany.json()).toEqual({ error: 'parameters.filters: too many keys (at most 50, got 51)' });
   });
 
   it('a logged error never carries the whole filter', async () => {

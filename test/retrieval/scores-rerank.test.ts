@@ -172,6 +172,12 @@ describe('rag_search with rerank', () => {
 
     const unknown = await search({ query: 'fog', rerank: { model: 'no-such-reranker' } });
     expect(unknown.status).toBe(404);
+    // Even when nothing passes the threshold (it answered [] then), and before any upstream call.
+    const before = primary.count('/v1/rerank') + secondary.count('/v1/rerank');
+    const nothing = await search({ query: 'zzqx', similarity_threshold: 0.99, rerank: { model: 'no-such-reranker' } });
+    expect(nothing.status).toBe(404);
+    expect(await nothing.json()).toEqual({ error: "No provider serves the rerank model 'no-such-reranker'" });
+    expect(primary.count('/v1/rerank') + secondary.count('/v1/rerank')).toBe(before);
     for (const rerank of [{ model: 'mock-reranker', candidates: 0 }, { model: '' }, { candidates: 10 }]) {
       const r = await search({ query: 'fog', rerank });
       expect(r.status, JSON.stringify(rerank)).toBe(400);

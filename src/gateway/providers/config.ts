@@ -123,7 +123,9 @@ export function loadGatewayConfig(sources: GatewaySources): ResolvedGatewayConfi
     }
     return { ...p, apiKey: () => apiKey };
   });
-  if (sources.openaiApiKey !== undefined && !providers.some((p) => p.name === 'openai')) {
+  // A base URL alone is a server that needs no key (Ollama, a local vLLM): requests go without one.
+  const fromEnvironment = sources.openaiApiKey !== undefined || sources.openaiBaseUrl !== undefined;
+  if (fromEnvironment && !providers.some((p) => p.name === 'openai')) {
     providers.push({
       ...providerConfigSchema.parse({
         name: 'openai',

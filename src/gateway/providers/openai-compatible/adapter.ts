@@ -37,7 +37,7 @@ const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** JSON text with its line breaks (whitespace between tokens, once parsed) made spaces: one SSE line. */
-const oneLine = (json: string) => (/[\r\n]/.test(json) ? json.replace(/[\r\n]/g, ' ') : json);
+const oneLine = (json: string) => (json.includes('\n') || json.includes('\r') ? json.replace(/[\r\n]/g, ' ') : json);
 
 /** A rerank response as Jina, vLLM and Cohere (v1, v2) send it; only what ragport reads. */
 interface RerankBody {
