@@ -36,6 +36,29 @@ const holds = (job: ClaimedJob, workerId: string) =>
 const noProgress = sql`stage = null, chunks_embedded = null, chunks_total = null`;
 
 /** Locks the job's row, if this worker still holds it. */
+/**
+ * Every transaction that writes a document's index takes its collection's row first (FOR KEY
+ * SHARE), before the job's row. A collection's DELETE locks that row FOR UPDATE and then the
+ * collection's running jobs; the index writes used to lock the job first and reach the collection
+ * row later (the foreign-key checks of chunks and collection_stats): on a PostgreSQL server each
+ * waited for the other, and a DELETE racing uploads lost all its deadlock retries (a probe: 8 of
+ * 10 answered 500 after 4-10 s, the collection not deleted). In this order the writer waits for a
+ * DELETE under way and then finds its job cancelled, or the DELETE waits for the writer's commit.
+ */
+const lockCollection = async (tx: Db, collectionId: string): Promise<void> => {
+  await tx.execute(sql`select id from collections where id = ${collectionId} for key share`);
+};
+
+/** The collection of the job's document, locked as `lockCollection` says; undefined if it is gone. */
+const lockCollectionOf = async (tx: Db, job: ClaimedJob): Promise<string | undefined> =>
+  (
+    await queryRows<{ id: string }>(
+      tx,
+      sql`select c.id from collections c join documents d on d.collection_id = c.id
+          where d.id = ${job.documentId} for key share of c`,
+    )
+  )[0]?.id;
+
 const lockJob = async (tx: Db, job: ClaimedJob, workerId: string): Promise<boolean> =>
   (
     await queryRows(
@@ -215,6 +238,7 @@ export function createJobsRepository(db: Db, { slicing = COMMIT_SLICING }: { sli
       if (chunks.length <= slicing.singleMax) {
         let retired = false;
         const done = await db.transaction(async (tx) => {
+          if ((await lockCollectionOf(tx, job)) === undefined) return false;
           if (!(await lockJob(tx, job, workerId))) return false;
           // Whether any chunk is there to replace (a first upload has none, unless an attempt
           // that stopped midway left some): read under the document's lock, so none can appear meanwhile.
@@ -232,6 +256,7 @@ export function createJobsRepository(db: Db, { slicing = COMMIT_SLICING }: { sli
         return done && (retired ? 'retired' : 'done');
       }
       const collectionId = await db.transaction(async (tx) => {
+        if ((await lockCollectionOf(tx, job)) === undefined) return undefined;
         if (!(await lockJob(tx, job, workerId))) return undefined;
         const [doc] = await queryRows<{ collection_id: string }>(
           tx,
@@ -249,17 +274,19 @@ export function createJobsRepository(db: Db, { slicing = COMMIT_SLICING }: { sli
         // Timed inside the transaction: on the embedded database a slice first waits behind
         // requests' statements, and counting that wait made slices smaller the busier it was.
         const { value: added, ms } = await db.transaction((tx) =>
-          timed(
-            async () =>
-              (await lockJob(tx, job, workerId)) &&
-              (await index.addStaged(job.documentId, collectionId, model, slice, tx)),
-          ),
+          timed(async () => {
+            await lockCollection(tx, collectionId);
+            return (
+              (await lockJob(tx, job, workerId)) && index.addStaged(job.documentId, collectionId, model, slice, tx)
+            );
+          }),
         );
         if (!added) return false;
         const perChunk = Math.max(0.01, ms / slice.length);
         size = Math.max(1, Math.min(slicing.maxSlice, Math.floor(slicing.sliceMs / perChunk)));
       }
       return db.transaction(async (tx) => {
+        await lockCollection(tx, collectionId);
         if (!(await lockJob(tx, job, workerId))) return false;
         const [doc] = await queryRows(tx, sql`select id from documents where id = ${job.documentId} for update`);
         const published = doc ? await index.publishStaged(job.documentId, collectionId, tx) : false;
