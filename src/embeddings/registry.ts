@@ -106,9 +106,11 @@ export function createEmbeddingRegistry(options: RegistryOptions, upstream?: Ups
     },
     withUpstream: (next) => createEmbeddingRegistry(options, next),
     async close() {
-      await Promise.all(
-        [...options.local.values()].map((entry) => (entry instanceof Error ? undefined : entry.close?.())),
-      );
+      const closing: Promise<void>[] = [];
+      for (const entry of options.local.values()) {
+        if (!(entry instanceof Error) && entry.close) closing.push(entry.close());
+      }
+      await Promise.all(closing);
     },
   };
 }

@@ -141,7 +141,7 @@ describe('bad input never yields a 500', () => {
       headers: { 'content-type': 'application/json' },
       body: new Blob([`{"name": "${'x'.repeat(100 * 1024)}", "scopes": ["read"]}`]).stream(),
       duplex: 'half',
-    } as RequestInit);
+    });
     expect(chunked.status).toBe(413);
     expect(((await chunked.json()) as { error: { message: string } }).error.message).toBe(
       'Request body is too large: at most 65,536 bytes',
