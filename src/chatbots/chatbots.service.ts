@@ -4,6 +4,7 @@ import type { ChatbotRow } from '../db/schema/chatbots.ts';
 import type { ConversationRow } from '../db/schema/conversations.ts';
 import type { MessageRow } from '../db/schema/messages.ts';
 import { AppError, notFound } from '../errors.ts';
+import { rerankModelNotFound } from '../gateway/rerank.ts';
 import { canUseCollection, hasScope, type Principal } from '../keys/principal.ts';
 import type { ChatbotPatch, ChatbotsRepository } from './chatbots.repository.ts';
 import type { ChatbotRecord, ConversationDetail, CreateChatbotBody, UpdateChatbotBody } from './chatbots.schemas.ts';
@@ -133,11 +134,7 @@ export function createChatbotsService({
   /** A rerank stage names a model a provider serves: else every turn of the chatbot would be a 404. */
   const checkRerank = async (rerank: { model: string } | null | undefined) => {
     if (rerank == null || rerankModelExists === undefined || (await rerankModelExists(rerank.model))) return;
-    throw new AppError({
-      code: 'model_not_found',
-      message: `No provider serves the rerank model '${rerank.model}'`,
-      param: 'rag_rerank.model',
-    });
+    throw rerankModelNotFound(rerank.model, 'rag_rerank.model');
   };
 
   return {

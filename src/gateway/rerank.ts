@@ -38,6 +38,10 @@ export interface RerankersDeps {
  * are counted against the calling key: the upstream's count, else the query once per document
  * plus the documents, which is what a cross-encoder reads.
  */
+/** A rerank model no provider serves, said alike by /rerank, rag_search and chatbots; `param` names where it was given. */
+export const rerankModelNotFound = (model: string, param: string) =>
+  new AppError({ code: 'model_not_found', message: `No provider serves the rerank model '${model}'`, param });
+
 export function createRerankers({ registry, retry, logger, usage, quota, onUpstreamFailure }: RerankersDeps) {
   /** With a caller, its token quota is checked once the model is known, before any upstream call. */
   async function rerank(
@@ -47,13 +51,7 @@ export function createRerankers({ registry, retry, logger, usage, quota, onUpstr
     caller?: Caller,
   ): Promise<RerankOutcome> {
     const candidates = await registry.candidates(request.model, 'rerank');
-    if (candidates.length === 0) {
-      throw new AppError({
-        code: 'model_not_found',
-        message: `No provider serves the rerank model '${request.model}'`,
-        param: 'model',
-      });
-    }
+    if (candidates.length === 0) throw rerankModelNotFound(request.model, 'model');
     if (caller !== undefined) await checkTokenQuota(quota, caller.keyId, caller.tokensPerMonth);
     const target = registry.target(request.model);
     const documents = [...request.documents];

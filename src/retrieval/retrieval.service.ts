@@ -1,6 +1,6 @@
 import type { CollectionsService } from '../collections/collections.service.ts';
 import type { EmbeddingRegistry } from '../embeddings/registry.ts';
-import type { RerankOutcome, RerankRequest } from '../gateway/rerank.ts';
+import { rerankModelNotFound, type RerankOutcome, type RerankRequest } from '../gateway/rerank.ts';
 import { AppError } from '../errors.ts';
 import type { Principal } from '../keys/principal.ts';
 import { analyze } from './analyzer.ts';
@@ -198,11 +198,7 @@ export function createRetrievalService({
       // the threshold, a typo answered `[]` whenever none did.
       const model = request.rerank?.model;
       if (model !== undefined && rerankServes !== undefined && !(await rerankServes(model))) {
-        throw new AppError({
-          code: 'model_not_found',
-          message: `No provider serves the rerank model '${model}'`,
-          param: 'rerank.model',
-        });
+        throw rerankModelNotFound(model, 'rerank.model');
       }
       const results = await runInteractive(() => searchNow(principal, request, signal));
       return rerankResults(principal, request, results, signal);
