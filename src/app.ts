@@ -13,6 +13,7 @@ import { healthRoutes } from './health/health.routes.ts';
 import { listenWithAcceptors } from './http/acceptors.ts';
 import { installAuth } from './http/auth.ts';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './http/error-handler.ts';
+import { stalledBodyGuard } from './http/stalled-body.ts';
 import { installJsonParser } from './http/json-body.ts';
 import { registerDocs, registerRouteRules } from './http/openapi.ts';
 import type { RouteEntry } from './http/route-config.ts';
@@ -127,6 +128,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   server.removeContentTypeParser('text/plain');
   installJsonParser(server);
   installErrorHandling(server);
+  // First, so a body that stops arriving is bounded whatever the hooks after it wait for.
+  server.addHook('onRequest', stalledBodyGuard(config.bodyIdleMs));
 
   registerRouteRules(server, routes);
 

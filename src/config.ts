@@ -30,6 +30,7 @@ export const envSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   TRUST_PROXY: bool.default(false),
   BODY_LIMIT_BYTES: positiveInt.default(10 * 1024 * 1024),
+  BODY_IDLE_TIMEOUT_MS: positiveInt.default(60_000),
   RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: positiveInt.default(60),
   AUTH_CACHE_TTL_MS: z.coerce.number().int().min(0).max(3_600_000).default(30_000),
   RATE_LIMIT_REDIS_FAILURE: z.enum(['local', 'closed']).default('local'),
@@ -155,6 +156,8 @@ const configSchema = (env: NodeJS.ProcessEnv) =>
       logLevel: e.LOG_LEVEL,
       trustProxy: e.TRUST_PROXY,
       bodyLimitBytes: e.BODY_LIMIT_BYTES,
+      /** How long a request body may go without a byte arriving before it is answered 408 (`src/http/stalled-body.ts`). */
+      bodyIdleMs: e.BODY_IDLE_TIMEOUT_MS,
       unauthenticatedPerMinute: e.RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE,
       /**
        * Longest an API key is served from memory without a database read. Changes made through

@@ -11,8 +11,6 @@ export interface DocumentsModuleDeps {
   collections: CollectionsService;
   onQueued: DocumentsServiceDeps['onQueued'];
   uploadLimitBytes: number;
-  /** How long a document's body may go without a byte arriving (default `BODY_IDLE_MS`, 60 s). */
-  bodyIdleMs?: number;
 }
 
 /** Documents: uploads (which queue ingestion jobs), replacing, cancelling, waiting, deleting. */
@@ -25,7 +23,7 @@ export function createDocumentsModule(deps: DocumentsModuleDeps) {
     settled,
   });
   return {
-    routes: documentsRoutes(service, { uploadLimitBytes: deps.uploadLimitBytes, bodyIdleMs: deps.bodyIdleMs }),
+    routes: documentsRoutes(service, { uploadLimitBytes: deps.uploadLimitBytes }),
     service,
     /** Ends the waits of `?wait=true` requests at once (202, the document as it is): shutting down. */
     releaseWaiters: () => settled.release(),

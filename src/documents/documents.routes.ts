@@ -18,7 +18,7 @@ import {
   replacedDocument,
   updateDocumentBody,
 } from './documents.schemas.ts';
-import { bodyStalled, BODY_IDLE_MS, stalledBodyGuard } from './stalled-body.ts';
+import { bodyStalled } from '../http/stalled-body.ts';
 import { declaredJsonWithin, jsonBodyLimit, readUpload, registerUploadParsers } from './upload-body.ts';
 
 const family = 'simple' as const;
@@ -26,19 +26,17 @@ const tags = ['documents'];
 
 export interface DocumentsRoutesOptions {
   uploadLimitBytes: number;
-  /** How long a document's body may go without a byte arriving (default `BODY_IDLE_MS`). */
-  bodyIdleMs?: number;
 }
 
 export function documentsRoutes(documents: DocumentsService, options: DocumentsRoutesOptions) {
-  const { uploadLimitBytes, bodyIdleMs = BODY_IDLE_MS } = options;
+  const { uploadLimitBytes } = options;
   /**
    * The routes that take a document: JSON up to `jsonBodyLimit` (its content is then held to the
-   * upload limit), and a body that stops arriving answered 408.
+   * upload limit). A body that stops arriving is answered 408 by the app's `stalledBodyGuard`.
    */
   const takesDocument = {
     bodyLimit: jsonBodyLimit(uploadLimitBytes),
-    onRequest: [stalledBodyGuard(bodyIdleMs), declaredJsonWithin(uploadLimitBytes)],
+    onRequest: [declaredJsonWithin(uploadLimitBytes)],
   };
   /** The document in the request; undefined when its body stalled (answered 408 already). */
   const upload = async (request: FastifyRequest): Promise<Upload | undefined> => {

@@ -1,8 +1,9 @@
 /**
  * A document's body that stops arriving is answered 408 and its connection closed; one that keeps
  * moving, however slowly, is read to its end, and once it is in, the answer may take its time.
- * Over real sockets, against the documents' routes with a bound of 400 ms instead of 60 s (the
- * service behind them is a stand-in: the bound is the routes' business).
+ * Over real sockets, against the documents' routes behind the app's guard with a bound of 400 ms
+ * instead of 60 s (the service behind them is a stand-in: the bound and the routes' handling of it
+ * are what is tested; test/http/stalled-body.test.ts has the whole app).
  */
 import { connect, type Socket } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -11,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { documentsRoutes } from '../../src/documents/documents.routes.ts';
 import type { DocumentsService, Upload } from '../../src/documents/documents.service.ts';
 import { installErrorHandling } from '../../src/http/error-handler.ts';
+import { stalledBodyGuard } from '../../src/http/stalled-body.ts';
 import { installJsonParser } from '../../src/http/json-body.ts';
 import type { Principal } from '../../src/keys/principal.ts';
 
@@ -64,10 +66,11 @@ beforeAll(async () => {
   installJsonParser(server);
   installErrorHandling(server);
   server.decorateRequest('principal', null);
+  server.addHook('onRequest', stalledBodyGuard(idleMs));
   server.addHook('onRequest', async (request) => {
     request.principal = admin;
   });
-  await server.register(documentsRoutes(service, { uploadLimitBytes: 1_000_000, bodyIdleMs: idleMs }));
+  await server.register(documentsRoutes(service, { uploadLimitBytes: 1_000_000 }));
   await server.listen({ port: 0, host: '127.0.0.1' });
   port = (server.server.address() as { port: number }).port;
 });

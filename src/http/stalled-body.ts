@@ -1,14 +1,5 @@
 import type { FastifyRequest, onRequestHookHandler } from 'fastify';
-import { AppError, renderError } from '../http/errors.ts';
-
-/**
- * How long a document's body may go without a byte arriving: then it is answered 408 and its
- * connection closed. Idle time, not a total: a large upload over a slow link takes as long as it
- * needs while it moves. 60 s is nginx's `client_body_timeout` and Node's `headersTimeout`: long
- * enough for a congested link to recover, short enough that a dead client cannot hold a
- * connection (and its buffered part of the body) for long.
- */
-export const BODY_IDLE_MS = 60_000;
+import { AppError, renderError } from './errors.ts';
 
 const stalled = new WeakSet<FastifyRequest>();
 
@@ -16,10 +7,17 @@ const stalled = new WeakSet<FastifyRequest>();
 export const bodyStalled = (request: FastifyRequest): boolean => stalled.has(request);
 
 /**
- * A route's onRequest hook that bounds how long its body may stall. While the body arrives, the
- * connection has an idle timeout (Node's socket timeout, which every byte read restarts); once the
- * body is in, the connection's own timeout is back, so the answer may take as long as the route
- * needs (`?wait=true`). Nothing else is touched: other routes, streams and keep-alive keep theirs.
+ * The app's first onRequest hook: a request body that goes `idleMs` without a byte arriving is
+ * answered 408 and its connection closed (`BODY_IDLE_TIMEOUT_MS`, default 60 s: nginx's
+ * `client_body_timeout` and Node's `headersTimeout`). Idle time, not a total: a large upload over
+ * a slow link takes as long as it needs while it moves; a dead or hostile client cannot hold a
+ * connection (and the part of a body it sent) for long. Every route: a JSON body that stops half
+ * way is as much a held connection as a document's.
+ *
+ * While the body arrives, the connection has an idle timeout (Node's socket timeout, which every
+ * byte read restarts); once the body is in, the connection's own timeout is back, so the answer
+ * may take as long as the route needs (`?wait=true`, a stream). Nothing else is touched:
+ * requests without a body, streams and keep-alive keep theirs.
  *
  * The 408 is written here, on the raw response, as Node's own request timeout is answered
  * (`clientErrorHandler`): whoever is reading the body (the multipart parser, fastify's JSON
