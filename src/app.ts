@@ -206,6 +206,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     collections: collections.service,
     retrieval: retrieval.service,
     gateway: gateway.service,
+    quota: processing.usage.quota,
     rerankModelExists: gateway.rerankers.serves,
     gatewayConfig: config.gateway,
     config: config.chatbots,

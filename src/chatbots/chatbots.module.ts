@@ -5,6 +5,7 @@ import type { Db } from '../db/client.ts';
 import type { GatewayService } from '../gateway/gateway.service.ts';
 import type { ResolvedGatewayConfig } from '../gateway/providers/config.ts';
 import type { RetrievalService } from '../retrieval/retrieval.service.ts';
+import type { TokenQuota } from '../usage/quota.ts';
 import { createChatService } from './chat.service.ts';
 import { createChatbotsRepository } from './chatbots.repository.ts';
 import { chatbotsRoutes } from './chatbots.routes.ts';
@@ -20,6 +21,8 @@ export interface ChatbotsDeps {
   collections: CollectionsService;
   retrieval: RetrievalService;
   gateway: GatewayService;
+  /** Tokens each key used this month, for the token quota. */
+  quota: TokenQuota;
   /** Whether a provider serves a rerank model (a chatbot's `rag_rerank.model`). */
   rerankModelExists: (model: string) => Promise<boolean>;
   gatewayConfig: Pick<ResolvedGatewayConfig, 'aliases' | 'context_windows'>;
@@ -44,6 +47,7 @@ export function createChatbotsModule(deps: ChatbotsDeps) {
   const windows = gatewayConfig.context_windows;
   const turns = createTurns({
     retrieval: deps.retrieval,
+    quota: deps.quota,
     repo,
     contextWindow: (model) =>
       windows[model] ?? windows[gatewayConfig.aliases[model] ?? model] ?? deps.config.defaultContextWindow,

@@ -6,6 +6,7 @@ import { tokenCounter } from '../gateway/tokens.ts';
 import { notFound } from '../errors.ts';
 import type { Principal } from '../keys/principal.ts';
 import type { RetrievalService } from '../retrieval/retrieval.service.ts';
+import { checkTokenQuota, type TokenQuota } from '../usage/quota.ts';
 import type { ChatbotsRepository } from './chatbots.repository.ts';
 import type { Source } from './chatbots.schemas.ts';
 import { providerFailed } from './fallback.ts';
@@ -22,6 +23,8 @@ import {
 
 export interface TurnDeps {
   retrieval: Pick<RetrievalService, 'search'>;
+  /** Tokens each key used this month: a key over its quota is refused before retrieval works for it. */
+  quota: Pick<TokenQuota, 'tokensThisMonth'>;
   repo: Pick<ChatbotsRepository, 'takeFallbackTurn'>;
   /** The context window of a model (or alias), in tokens. */
   contextWindow: (model: string) => number;
@@ -61,10 +64,13 @@ export const callerOf = (principal: Principal): Caller => ({
 });
 
 /** What both external endpoints do around the model call: retrieval, the prompt, fallbacks. */
-export function createTurns({ retrieval, repo, contextWindow, logger }: TurnDeps) {
+export function createTurns({ retrieval, quota, repo, contextWindow, logger }: TurnDeps) {
   return {
     /** Retrieval for the turn, then the prompt within the model's window. */
     async prepare(principal: Principal, bot: ChatbotRow, turn: Turn, signal?: AbortSignal): Promise<Prompt> {
+      // The gateway checks again before the model call; this one spares the search (its query
+      // embedding, its rerank call) for a key that will be refused anyway.
+      await checkTokenQuota(quota, principal.keyId, principal.quota.tokensPerMonth);
       let sources: PromptSource[] | undefined;
       if (bot.useRag) {
         if (bot.ragCollection === null) throw notFound('Collection not found');

@@ -60,6 +60,46 @@ describe('chatbot rerank', () => {
     expect(off.status).toBe(200);
   });
 
+  it('a key over its token quota is refused before retrieval (no rerank call), on either endpoint', async () => {
+    const key = await t.createKey({ name: 'quota', scopes: ['write', 'chat'], quota: { tokens_per_month: 1 } });
+    const bot = await createChatbot(
+      t,
+      {
+        model: 'mock-chat',
+        use_rag: true,
+        rag_collection: 'kb',
+        rag_similarity_threshold: -1,
+        rag_rerank: { model: 'mock-reranker', candidates: 3 },
+      },
+      key.key,
+    );
+    // The quota spent by a plain chat completion.
+    const spent = await t.request('/api/v1/chat/completions', {
+      method: 'POST',
+      json: { model: 'mock-chat', messages: [{ role: 'user', content: 'Which animal purrs?' }] },
+      key: key.key,
+    });
+    expect(spent.status).toBe(200);
+    await t.app.usage.flush();
+    mock.reset();
+    const chat = await t.request(`/api/v1/chatbot/external/${bot.id}/chat`, {
+      method: 'POST',
+      json: { message: 'And which barks?' },
+      key: key.key,
+    });
+    expect(chat.status).toBe(403);
+    // A 403 is structured on every endpoint (the contract), /chat included.
+    expect(await chat.json()).toMatchObject({ error: { code: 'quota_exceeded', type: 'permission_error' } });
+    const completions = await t.request(`/api/v1/chatbot/external/${bot.id}/chat/completions`, {
+      method: 'POST',
+      json: { model: 'x', messages: [{ role: 'user', content: 'And which barks?' }] },
+      key: key.key,
+    });
+    expect(completions.status).toBe(403);
+    expect(await completions.json()).toMatchObject({ error: { code: 'quota_exceeded' } });
+    expect(mock.requests.map((r) => r.path)).toEqual([]);
+  });
+
   it('refuses a rerank stage out of bounds', async () => {
     const r = await t.request('/api/v1/chatbot/create', {
       method: 'POST',
