@@ -42,7 +42,11 @@ const result = z.object({
   results: z.array(
     z.object({
       document_id: z.string(),
-      score: z.number().describe('The value results are ordered by: rerank, else fused, else the single leg'),
+      score: z
+        .number()
+        .describe(
+          'Cosine similarity of query and chunk (what similarity_threshold applies to); results are ordered by scores.rerank, else scores.fused, else the single leg',
+        ),
       content: z.string(),
       metadata: z.looseObject({ title: z.string(), path: z.string() }),
       scores: breakdown,

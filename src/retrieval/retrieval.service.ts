@@ -36,7 +36,7 @@ export interface SearchRequest {
   rerank?: { model: string; candidates: number } | undefined;
 }
 
-/** The scores behind a result's rank; `score` is the last of them that applies. */
+/** The scores behind a result's rank: the last of them that applies decides the order; `score` is `dense`. */
 export interface ScoreBreakdown {
   /** Cosine similarity of query and chunk (what similarity_threshold applies to). */
   dense: number;
@@ -51,7 +51,11 @@ export interface ScoreBreakdown {
 /** One chunk rag_search found: the text, where it comes from and how it scored. */
 export interface RetrievedChunk {
   document_id: string;
-  /** The value the results are ordered by: rerank, else fused (hybrid), else the mode's own leg. */
+  /**
+   * The cosine similarity of query and chunk, as the contract defines `score` (what
+   * similarity_threshold applies to). Results are ordered by `scores.rerank`, else `scores.fused`
+   * (hybrid), else the mode's own leg: in hybrid and rerank modes the order is not the score's.
+   */
   score: number;
   content: string;
   metadata: Record<string, unknown> & { title: string; path: string };
@@ -157,7 +161,7 @@ export function createRetrievalService({
       if (request.mode === 'hybrid') scores.fused = h.fused;
       return {
         document_id: h.document_id,
-        score: scores.fused ?? scores.keyword ?? scores.dense,
+        score: scores.dense,
         content: h.content,
         metadata: { ...meta, document_name: h.document_name, chunk_index: h.position, title, path },
         scores,
@@ -187,7 +191,7 @@ export function createRetrievalService({
     );
     return reranked.results.map(({ index, relevanceScore }) => {
       const r = results[index] as RetrievedChunk;
-      return { ...r, score: relevanceScore, scores: { ...r.scores, rerank: relevanceScore } };
+      return { ...r, scores: { ...r.scores, rerank: relevanceScore } };
     });
   }
 

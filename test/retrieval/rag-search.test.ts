@@ -123,9 +123,39 @@ describe('rag_search', () => {
     expect(top?.scores.dense).toBeGreaterThan(0.3);
     expect(top?.scores.dense).toBeLessThanOrEqual(1);
     expect(top?.scores.keyword).toBeGreaterThan(0);
-    expect(top?.score).toBe(top?.scores.fused);
+    // The contract's score is the cosine similarity; the fused value (which ordered it) is beside it.
+    expect(top?.score).toBe(top?.scores.dense);
+    expect(top?.scores.fused).toBeGreaterThan(0);
     const [rocket] = await hits({ query: 'rocket fuel', collection: 'kb', similarity_threshold: 0, top_k: 1 });
     expect(rocket?.metadata).toMatchObject({ title: 'Rocket Science', path: 'wiki/rockets' });
+  });
+
+  it('score is the cosine similarity of the query and the chunk, as /embeddings gives them, and at least the threshold', async () => {
+    const query = 'Which animal purrs?';
+    const results = await hits({ query, collection: 'kb', similarity_threshold: 0.05, top_k: 10 });
+    expect(results.length).toBeGreaterThan(1);
+    const r = await t.request('/api/v1/embeddings', {
+      method: 'POST',
+      json: { model: 'text-embedding-ada-002', input: [query, ...results.map((h) => h.content)] },
+    });
+    expect(r.status).toBe(200);
+    const vectors = ((await r.json()) as { data: { embedding: number[] }[] }).data.map((d) => d.embedding);
+    const cosine = (a: number[], b: number[]) => {
+      let dot = 0;
+      let na = 0;
+      let nb = 0;
+      a.forEach((x, i) => {
+        const y = b[i] as number;
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+      });
+      return dot / Math.sqrt(na * nb);
+    };
+    results.forEach((h, i) => {
+      expect(h.score).toBeCloseTo(cosine(vectors[0] as number[], vectors[i + 1] as number[]), 4);
+      expect(h.score).toBeGreaterThanOrEqual(0.05);
+    });
   });
 
   it('top_k defaults to 5 and bounds the results', async () => {

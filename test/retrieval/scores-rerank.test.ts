@@ -76,26 +76,27 @@ const descending = (values: number[]) => values.every((v, i) => i === 0 || (valu
 const names = (results: Hit[]) => results.map((h) => h.metadata.document_name);
 
 describe('explained scores', () => {
-  it('hybrid: score is the fused value, recomputable from the dense and keyword parts, and orders the results', async () => {
+  it('hybrid: the fused value, recomputable from the dense and keyword parts, orders the results; score is the cosine', async () => {
     const results = await hits({ query: 'lighthouse keepers at night', top_k: 20 });
     expect(results).toHaveLength(notes.length);
-    expect(descending(results.map((h) => h.score))).toBe(true);
+    expect(descending(results.map((h) => h.scores.fused ?? NaN))).toBe(true);
     // Every chunk is a candidate of the dense leg here, so each leg's best is among the results.
     const bestDense = Math.max(...results.map((h) => h.scores.dense));
     const bestKeyword = Math.max(...results.map((h) => h.scores.keyword ?? 0));
     const { dense: wDense, keyword: wKeyword } = t.config.retrieval.weights;
     for (const h of results) {
-      expect(h.score).toBe(h.scores.fused);
+      // The contract's score: the cosine similarity, whatever ordered the results.
+      expect(h.score).toBe(h.scores.dense);
       expect(h.scores.rerank).toBeUndefined();
       const expected =
         (wDense * Math.max(h.scores.dense, 0)) / bestDense + (wKeyword * (h.scores.keyword ?? NaN)) / bestKeyword;
       expect(h.scores.fused).toBeCloseTo(expected, 9);
     }
-    // The top result is not simply the best cosine: fusion decided it, and the score says so.
+    // The top result is not simply the best cosine: fusion decided it, and scores.fused says so.
     expect(results[0]?.scores.keyword).toBe(bestKeyword);
   });
 
-  it('single-leg modes rank by that leg and score with it', async () => {
+  it('single-leg modes rank by that leg; score is the cosine in both', async () => {
     const dense = await hits({ query: 'lighthouse keepers at night', mode: 'dense', top_k: 20 });
     expect(
       dense.every((h) => h.score === h.scores.dense && h.scores.keyword === undefined && !('fused' in h.scores)),
@@ -103,10 +104,10 @@ describe('explained scores', () => {
     expect(descending(dense.map((h) => h.score))).toBe(true);
     const keyword = await hits({ query: 'lighthouse keepers at night', mode: 'keyword', top_k: 20 });
     expect(keyword.length).toBeGreaterThan(1);
-    expect(keyword.every((h) => h.score === h.scores.keyword && h.scores.keyword > 0 && !('fused' in h.scores))).toBe(
-      true,
-    );
-    expect(descending(keyword.map((h) => h.score))).toBe(true);
+    expect(
+      keyword.every((h) => h.score === h.scores.dense && (h.scores.keyword ?? 0) > 0 && !('fused' in h.scores)),
+    ).toBe(true);
+    expect(descending(keyword.map((h) => h.scores.keyword ?? NaN))).toBe(true);
   });
 
   it('fusion weights per request: all on one leg gives that leg’s order; out of bounds is a 400', async () => {
@@ -115,7 +116,7 @@ describe('explained scores', () => {
     expect(names(denseOnly)).toEqual(names(await hits({ query, top_k: 20, mode: 'dense' })));
     const keywordOnly = await hits({ query, top_k: 3, weights: { dense: 0, keyword: 2 } });
     expect(names(keywordOnly)).toEqual(names(await hits({ query, top_k: 3, mode: 'keyword' })));
-    expect(keywordOnly[0]?.score).toBeCloseTo(2, 9); // the best BM25 over itself, weighted 2
+    expect(keywordOnly[0]?.scores.fused).toBeCloseTo(2, 9); // the best BM25 over itself, weighted 2
 
     for (const weights of [
       { dense: 11 },
@@ -151,10 +152,10 @@ describe('rag_search with rerank', () => {
     expect(sent?.documents).toEqual(fused.slice(0, 6).map((h) => h.content));
     expect(results).toHaveLength(3);
     for (const h of results) {
-      expect(h.score).toBe(h.scores.rerank);
+      expect(h.score).toBe(h.scores.dense);
       expect(h.scores.fused).toBe(fused.find((f) => f.content === h.content)?.scores.fused);
     }
-    expect(descending(results.map((h) => h.score))).toBe(true);
+    expect(descending(results.map((h) => h.scores.rerank ?? NaN))).toBe(true);
     // The mock's ranking (share of query words present), not the fused one, decided the order.
     const upstream = JSON.parse(primary.requests[0]?.sent ?? '{}') as { results: { index: number }[] };
     expect(results.map((h) => h.content)).toEqual(upstream.results.map((r) => fused[r.index]?.content));
