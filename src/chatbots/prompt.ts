@@ -87,10 +87,27 @@ export interface HistoryItem {
   pinned: boolean;
 }
 
-/** Keeps the last `memoryLength` unpinned messages (and every pinned one), in order. */
+/**
+ * A tool result (the completions endpoint's history may hold tool-call exchanges). Its assistant
+ * message, the one with the `tool_calls`, comes before it: trimming that away leaves a result that
+ * answers nothing, which OpenAI refuses (400), so such results go with it.
+ */
+const isToolResult = (h: HistoryItem) => !h.pinned && (h.message.role === 'tool' || h.message.role === 'function');
+
+/**
+ * Keeps the last `memoryLength` unpinned messages (and every pinned one), in order; tool results
+ * at the start of what is kept, their call having been left out, are left out too.
+ */
 export function withinMemory(history: readonly HistoryItem[], memoryLength: number): HistoryItem[] {
   let unpinned = history.filter((h) => !h.pinned).length;
-  return history.filter((h) => h.pinned || unpinned-- <= memoryLength);
+  let afterCut = unpinned > memoryLength;
+  return history.filter((h) => {
+    if (h.pinned) return true;
+    if (unpinned-- > memoryLength) return false;
+    if (afterCut && isToolResult(h)) return false;
+    afterCut = false;
+    return true;
+  });
 }
 
 export interface PromptInput {
@@ -130,11 +147,18 @@ export function buildPrompt(input: PromptInput, count: Counter): Prompt {
   let tokens = 3 + system + rest;
 
   let droppedMessages = 0;
-  while (tokens > input.budget) {
+  const dropOldest = () => {
     const oldest = history.findIndex((h) => !h.pinned);
-    if (oldest === -1) break;
-    tokens -= historyCost(history.splice(oldest, 1)[0] as HistoryItem);
+    if (oldest === -1) return undefined;
+    const [dropped] = history.splice(oldest, 1) as [HistoryItem];
+    tokens -= historyCost(dropped);
     droppedMessages++;
+    return dropped;
+  };
+  const oldestUnpinned = () => history.find((h) => !h.pinned);
+  while (tokens > input.budget && dropOldest() !== undefined) {
+    // The results of the tool calls just dropped go with them.
+    for (let next = oldestUnpinned(); next !== undefined && isToolResult(next); next = oldestUnpinned()) dropOldest();
   }
   let droppedSources = 0;
   while (tokens > input.budget && sources !== undefined && sources.length > 0) {

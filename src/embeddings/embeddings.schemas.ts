@@ -47,17 +47,18 @@ export const embeddingsBody = z.object({
     ],
     { error: (issue) => inputError(issue.input) },
   ),
-  encoding_format: z.enum(['float', 'base64']).default('float'),
+  // null, which clients that send every field of their request type send for one left unset, means the default.
+  encoding_format: z.enum(['float', 'base64']).nullish().default('float'),
   dimensions: z
     .number()
     .int()
     .min(1)
     .max(MAX_DIMENSIONS)
-    .optional()
+    .nullish()
     .describe(
       "Length of the vectors: passed to an upstream model's provider (OpenAI's text-embedding-3 models shorten theirs); a local model takes only its own length",
     ),
-  user: z.string().optional(),
+  user: z.string().nullish(),
 });
 export type EmbeddingsBody = z.infer<typeof embeddingsBody>;
 

@@ -59,7 +59,8 @@ export function createEmbeddingsService(deps: EmbeddingsServiceDeps) {
         });
       }
       const { model } = resolved;
-      if (body.dimensions !== undefined && model.provider === 'local' && body.dimensions !== model.dimensions) {
+      const dimensions = body.dimensions ?? undefined;
+      if (dimensions !== undefined && model.provider === 'local' && dimensions !== model.dimensions) {
         throw new AppError({
           code: 'invalid_value',
           message: `Model '${body.model}' makes ${model.dimensions}-dimensional vectors and cannot shorten them: leave out dimensions, or pass ${model.dimensions}`,
@@ -73,7 +74,7 @@ export function createEmbeddingsService(deps: EmbeddingsServiceDeps) {
       const { vectors, promptTokens } = await model.embed(inputs, {
         priority: 'interactive',
         signal,
-        ...(body.dimensions !== undefined && model.provider !== 'local' ? { dimensions: body.dimensions } : {}),
+        ...(dimensions !== undefined && model.provider !== 'local' ? { dimensions } : {}),
       });
       deps.usage.record({ keyId: principal.keyId, model: body.model, promptTokens, completionTokens: 0 });
       return { resolvedModel: model.name, response: respond(body, vectors, promptTokens) };

@@ -41,6 +41,7 @@ function inContext(error: unknown, model: string): unknown {
   return new AppError({
     code: error.code,
     message: `Embedding model '${model}': ${error.message}`,
+    ...(error.param === undefined ? {} : { param: error.param }),
     ...(error.upstream ? { upstream: error.upstream } : {}),
     ...(error.headers ? { headers: error.headers } : {}),
     cause: error,

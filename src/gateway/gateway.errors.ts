@@ -8,7 +8,7 @@ function retryAfterHeader(ms: number | undefined): Record<string, string> | unde
 
 /**
  * An upstream failure as the client sees it: a client error (4xx) keeps the upstream's status,
- * message and code; timeouts are 504; everything else, after retries and failover, 502.
+ * message, code and param; timeouts are 504; everything else, after retries and failover, 502.
  */
 export function toClientError(failure: UpstreamFailure): AppError {
   const { status, kind, provider } = failure;
@@ -21,6 +21,7 @@ export function toClientError(failure: UpstreamFailure): AppError {
     return new AppError({
       code: rateLimited ? 'rate_limit_exceeded' : 'invalid_value',
       message: failure.message,
+      ...(failure.param === undefined ? {} : { param: failure.param }),
       upstream: {
         status,
         type: rateLimited ? 'rate_limit_error' : 'invalid_request_error',

@@ -67,7 +67,9 @@ export function rerankRoutes(rerankers: Rerankers) {
               return {
                 index,
                 relevance_score: relevanceScore,
-                ...(body.return_documents ? { document: typeof given === 'string' ? { text: given } : given } : {}),
+                ...(body.return_documents !== false
+                  ? { document: typeof given === 'string' ? { text: given } : given }
+                  : {}),
               };
             }),
             usage: { total_tokens: totalTokens },

@@ -25,8 +25,13 @@ export const rerankBody = z
       )
       .min(1, 'documents must not be empty')
       .max(MAX_RERANK_DOCUMENTS, `at most ${MAX_RERANK_DOCUMENTS} documents per request`),
-    top_n: z.number().int().min(1).optional().describe('How many results, best first (default: all documents)'),
-    return_documents: z.boolean().default(true).describe("Include each result's document (as `{text, ...}`)"),
+    // null, as Cohere's SDK sends for an argument given as None, means the default.
+    top_n: z.number().int().min(1).nullish().describe('How many results, best first (default: all documents)'),
+    return_documents: z
+      .boolean()
+      .nullish()
+      .default(true)
+      .describe("Include each result's document (as `{text, ...}`); default true"),
   })
   .loose();
 export type RerankBody = z.infer<typeof rerankBody>;

@@ -17,6 +17,8 @@ export interface UpstreamFailureInit {
   /** The upstream's own `error.code` / `error.type`, passed through on 4xx. */
   code?: string;
   type?: string;
+  /** The request field the upstream blamed (OpenAI's `error.param`), passed through on 4xx. */
+  param?: string;
   retryAfterMs?: number;
   cause?: unknown;
 }
@@ -28,6 +30,7 @@ export class UpstreamFailure extends Error {
   readonly status: number | undefined;
   readonly code: string | undefined;
   readonly type: string | undefined;
+  readonly param: string | undefined;
   readonly retryAfterMs: number | undefined;
   /**
    * Set when the call ended with every provider's circuit breaker open: how long until the first
@@ -43,6 +46,7 @@ export class UpstreamFailure extends Error {
     this.status = init.status;
     this.code = init.code;
     this.type = init.type;
+    this.param = init.param;
     this.retryAfterMs = init.retryAfterMs;
   }
 }

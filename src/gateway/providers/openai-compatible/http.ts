@@ -24,7 +24,7 @@ const textOfHtml = (html: string) =>
  * What an error body says: OpenAI's `error` (an object or a string), FastAPI's `detail` (a string,
  * or its validation list as `loc: msg`), a bare `message`; an HTML page's text; else the text.
  */
-function errorOf(text: string): { message: string | undefined; code?: string; type?: string } {
+function errorOf(text: string): { message: string | undefined; code?: string; type?: string; param?: string } {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
@@ -36,11 +36,12 @@ function errorOf(text: string): { message: string | undefined; code?: string; ty
   const { error, detail, message } = parsed as { error?: unknown; detail?: unknown; message?: unknown };
   if (typeof error === 'string') return { message: error };
   if (typeof error === 'object' && error !== null) {
-    const e = error as { message?: unknown; code?: unknown; type?: unknown };
+    const e = error as { message?: unknown; code?: unknown; type?: unknown; param?: unknown };
     return {
       message: typeof e.message === 'string' ? e.message : text.slice(0, 1000),
       ...(typeof e.code === 'string' ? { code: e.code } : {}),
       ...(typeof e.type === 'string' ? { type: e.type } : {}),
+      ...(typeof e.param === 'string' ? { param: e.param } : {}),
     };
   }
   if (typeof detail === 'string') return { message: detail };
@@ -54,10 +55,10 @@ function errorOf(text: string): { message: string | undefined; code?: string; ty
   return { message: text.slice(0, 1000) };
 }
 
-/** An upstream's non-2xx answer as a failure, keeping its own message, code and type. */
+/** An upstream's non-2xx answer as a failure, keeping its own message, code, type and param. */
 export async function statusFailure(provider: string, response: Dispatcher.ResponseData): Promise<UpstreamFailure> {
   const text = await response.body.text().catch(() => '');
-  const { message, code, type } = errorOf(text);
+  const { message, code, type, param } = errorOf(text);
   return new UpstreamFailure({
     kind: 'status',
     provider,
@@ -65,6 +66,7 @@ export async function statusFailure(provider: string, response: Dispatcher.Respo
     message: message || `HTTP ${response.statusCode}`,
     ...(code === undefined ? {} : { code }),
     ...(type === undefined ? {} : { type }),
+    ...(param === undefined ? {} : { param }),
     ...(retryAfterMs(response.headers) === undefined ? {} : { retryAfterMs: retryAfterMs(response.headers) }),
   });
 }

@@ -1,0 +1,121 @@
+import OpenAI from 'openai';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp } from '../support/app.ts';
+import { startMockUpstream, type MockUpstream } from '../support/mock-upstream.ts';
+
+/** What the official SDK gets through ragport, for what OpenAI's own API sends. */
+
+let mock: MockUpstream;
+let t: TestApp;
+let client: OpenAI;
+
+beforeAll(async () => {
+  mock = await startMockUpstream();
+  t = await startTestApp({
+    gateway: {
+      providers: [{ name: 'mock', base_url: mock.url, models: ['mock-chat'] }],
+      retry: { max_retries: 0, base_delay_ms: 1, max_delay_ms: 10 },
+      circuit_breaker: { failure_threshold: 1_000 },
+    },
+  });
+  client = new OpenAI({ apiKey: t.adminKey, baseURL: `${t.url}/api/v1`, maxRetries: 0 });
+});
+afterAll(async () => {
+  await t.close();
+  await mock.close();
+});
+beforeEach(() => mock.reset());
+
+const tools = [
+  { type: 'function' as const, function: { name: 'get_weather', parameters: { type: 'object', properties: {} } } },
+  { type: 'function' as const, function: { name: 'get_time', parameters: { type: 'object', properties: {} } } },
+];
+const messages = [{ role: 'user' as const, content: 'Weather and time in Paris?' }];
+
+/** Two parallel tool calls as OpenAI streams them: id and name first, then argument fragments. */
+function toolCallStream(): { sse: string; calls: { id: string; name: string; arguments: string }[] } {
+  const calls = [
+    { id: 'call_a', name: 'get_weather', arguments: '{"location":"Paris, \\"FR\\"","unit":"c"}' },
+    { id: 'call_b', name: 'get_time', arguments: '{"tz":"Europe/Paris"}' },
+  ];
+  const base = { id: 'chatcmpl-tools', object: 'chat.completion.chunk', created: 1_700_000_000, model: 'mock-chat' };
+  const chunk = (delta: unknown, finish: string | null = null) => ({
+    ...base,
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+  });
+  const chunks: unknown[] = [chunk({ role: 'assistant', content: null })];
+  calls.forEach((call, index) => {
+    const fn = { name: call.name, arguments: '' };
+    chunks.push(chunk({ tool_calls: [{ index, id: call.id, type: 'function', function: fn }] }));
+    for (let at = 0; at < call.arguments.length; at += 6) {
+      const piece = call.arguments.slice(at, at + 6);
+      chunks.push(chunk({ tool_calls: [{ index, function: { arguments: piece } }] }));
+    }
+  });
+  chunks.push(chunk({}, 'tool_calls'));
+  chunks.push({ ...base, choices: [], usage: { prompt_tokens: 9, completion_tokens: 12, total_tokens: 21 } });
+  const sse = `${chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`).join('')}data: [DONE]\n\n`;
+  return { sse, calls };
+}
+
+describe('the OpenAI SDK through the gateway', () => {
+  it('streamed tool calls: every delta relayed as sent, and the stream helper assembles the same calls', async () => {
+    const { sse, calls } = toolCallStream();
+    const expected = calls.map((c) => ({
+      id: c.id,
+      type: 'function',
+      function: { name: c.name, arguments: c.arguments },
+    }));
+
+    mock.inject({ kind: 'body', body: sse, contentType: 'text/event-stream' });
+    const stream = await client.chat.completions.create({
+      model: 'mock-chat',
+      messages,
+      tools,
+      parallel_tool_calls: true,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    const received: unknown[] = [];
+    for await (const chunk of stream) received.push(chunk);
+    const sent = sse
+      .split('\n\n')
+      .filter((e) => e.startsWith('data: {'))
+      .map((e) => JSON.parse(e.slice(6)) as unknown);
+    expect(received).toEqual(sent);
+    // What ragport sent upstream: the tool fields as given.
+    expect(mock.requests[0]?.body).toMatchObject({ tools, parallel_tool_calls: true });
+
+    mock.inject({ kind: 'body', body: sse, contentType: 'text/event-stream' });
+    const helper = client.chat.completions.stream({ model: 'mock-chat', messages, tools });
+    const done: string[] = [];
+    helper.on('tool_calls.function.arguments.done', (e) => done.push(e.arguments));
+    const final = await helper.finalChatCompletion();
+    expect(final.choices[0]?.finish_reason).toBe('tool_calls');
+    expect(final.choices[0]?.message.tool_calls).toEqual(expected);
+    expect(done).toEqual(calls.map((c) => c.arguments));
+  });
+
+  it("an upstream 400 keeps the field it blamed: the SDK's error.param", async () => {
+    const body = JSON.stringify({
+      error: {
+        message: "Invalid value for 'tool_choice': no function named 'nope' in tools.",
+        type: 'invalid_request_error',
+        param: 'tool_choice',
+        code: 'invalid_value',
+      },
+    });
+    mock.inject({ kind: 'body', status: 400, body });
+    const error = await client.chat.completions
+      .create({ model: 'mock-chat', messages, tools, tool_choice: { type: 'function', function: { name: 'nope' } } })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(error).toMatchObject({
+      status: 400,
+      param: 'tool_choice',
+      code: 'invalid_value',
+      type: 'invalid_request_error',
+      message: expect.stringContaining("no function named 'nope'") as unknown,
+    });
+  });
+});
