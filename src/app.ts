@@ -13,6 +13,7 @@ import { healthRoutes } from './health/health.routes.ts';
 import { listenWithAcceptors } from './http/acceptors.ts';
 import { installAuth } from './http/auth.ts';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './http/error-handler.ts';
+import { installCors } from './http/cors.ts';
 import { stalledBodyGuard } from './http/stalled-body.ts';
 import { installJsonParser } from './http/json-body.ts';
 import { registerDocs, registerRouteRules } from './http/openapi.ts';
@@ -130,6 +131,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   installErrorHandling(server);
   // First, so a body that stops arriving is bounded whatever the hooks after it wait for.
   server.addHook('onRequest', stalledBodyGuard(config.bodyIdleMs));
+  // Before authentication: a browser's preflight carries no key.
+  installCors(server, config.corsOrigins);
 
   registerRouteRules(server, routes);
 

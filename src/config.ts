@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { GatewayConfigError, loadGatewayConfig, type ResolvedGatewayConfig } from './gateway/providers/config.ts';
+import { parseCorsOrigins, type CorsOrigins } from './http/cors.ts';
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
@@ -31,6 +32,7 @@ export const envSchema = z.object({
   TRUST_PROXY: bool.default(false),
   BODY_LIMIT_BYTES: positiveInt.default(10 * 1024 * 1024),
   BODY_IDLE_TIMEOUT_MS: positiveInt.default(60_000),
+  CORS_ORIGINS: z.string().optional(),
   RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: positiveInt.default(60),
   AUTH_CACHE_TTL_MS: z.coerce.number().int().min(0).max(3_600_000).default(30_000),
   RATE_LIMIT_REDIS_FAILURE: z.enum(['local', 'closed']).default('local'),
@@ -130,6 +132,13 @@ const configSchema = (env: NodeJS.ProcessEnv) =>
       });
       return z.NEVER;
     }
+    let corsOrigins: CorsOrigins;
+    try {
+      corsOrigins = parseCorsOrigins(e.CORS_ORIGINS);
+    } catch (error) {
+      ctx.addIssue({ code: 'custom', path: ['CORS_ORIGINS'], message: (error as Error).message });
+      return z.NEVER;
+    }
     let gateway: ResolvedGatewayConfig;
     try {
       gateway = loadGatewayConfig({
@@ -158,6 +167,8 @@ const configSchema = (env: NodeJS.ProcessEnv) =>
       bodyLimitBytes: e.BODY_LIMIT_BYTES,
       /** How long a request body may go without a byte arriving before it is answered 408 (`src/http/stalled-body.ts`). */
       bodyIdleMs: e.BODY_IDLE_TIMEOUT_MS,
+      /** Browser origins whose scripts may call the API (`src/http/cors.ts`); off by default. */
+      corsOrigins,
       unauthenticatedPerMinute: e.RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE,
       /**
        * Longest an API key is served from memory without a database read. Changes made through
