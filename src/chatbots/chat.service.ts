@@ -8,6 +8,7 @@ import type { ChatBody, ChatResponse } from './chatbots.schemas.ts';
 import type { ChatbotsService } from './chatbots.service.ts';
 import type { ConversationLocks, HeldLock } from './conversation-lock.ts';
 import type { ConversationsRepository } from './conversations.repository.ts';
+import type { Sampling } from './sampling.ts';
 import { callerOf, excerpt, toSource, type Turns } from './turn.ts';
 import type { Clock } from '../clock.ts';
 
@@ -17,6 +18,7 @@ export interface ChatServiceDeps {
   locks: ConversationLocks;
   turns: Turns;
   gateway: Pick<GatewayService, 'complete'>;
+  sampling: Sampling;
   logger: Logger;
   clock: Clock;
 }
@@ -29,7 +31,16 @@ const TITLE_CHARS = 100;
  * and the reply are saved together, so concurrent messages to one conversation never interleave;
  * a failed model call saves nothing.
  */
-export function createChatService({ chatbots, conversations, locks, turns, gateway, logger, clock }: ChatServiceDeps) {
+export function createChatService({
+  chatbots,
+  conversations,
+  locks,
+  turns,
+  gateway,
+  sampling,
+  logger,
+  clock,
+}: ChatServiceDeps) {
   return {
     async chat(principal: Principal, chatbotId: string, body: ChatBody, signal?: AbortSignal): Promise<ChatResponse> {
       const bot = await chatbots.requireChatbot(principal, chatbotId);
@@ -59,9 +70,15 @@ export function createChatService({ chatbots, conversations, locks, turns, gatew
         let response: string;
         let fallback = false;
         try {
-          const { completion } = await gateway.complete(
-            { model: bot.model, messages: prompt.messages, temperature: bot.temperature, max_tokens: bot.maxTokens },
-            { signal, caller: callerOf(principal) },
+          const { completion } = await sampling.send(
+            {
+              model: bot.model,
+              messages: prompt.messages,
+              temperature: bot.temperature,
+              maxTokens: bot.maxTokens,
+              callerTemperature: false,
+            },
+            (params) => gateway.complete(params, { signal, caller: callerOf(principal) }),
           );
           response = completion.choices[0]?.message?.content ?? '';
         } catch (error) {

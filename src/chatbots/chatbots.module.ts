@@ -13,6 +13,7 @@ import { createChatbotsService } from './chatbots.service.ts';
 import { createConversationLocks } from './conversation-lock.ts';
 import { createConversationsRepository } from './conversations.repository.ts';
 import { createCompletionsService } from './completions.service.ts';
+import { createSampling } from './sampling.ts';
 import { createTurns } from './turn.ts';
 import type { Clock } from '../clock.ts';
 
@@ -53,13 +54,15 @@ export function createChatbotsModule(deps: ChatbotsDeps) {
       windows[model] ?? windows[gatewayConfig.aliases[model] ?? model] ?? deps.config.defaultContextWindow,
     logger,
   });
-  const completions = createCompletionsService({ chatbots, turns, gateway });
+  const sampling = createSampling();
+  const completions = createCompletionsService({ chatbots, turns, gateway, sampling });
   const chat = createChatService({
     chatbots,
     conversations,
     locks: createConversationLocks({ repo: conversations, logger }),
     turns,
     gateway,
+    sampling,
     logger,
     clock: deps.clock,
   });

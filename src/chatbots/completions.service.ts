@@ -1,7 +1,4 @@
-import type {
-  ChatCompletionCreateParamsNonStreaming,
-  ChatCompletionMessageParam,
-} from 'openai/resources/chat/completions';
+import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import type { ChatStream, GatewayService } from '../gateway/gateway.service.ts';
 import { invalid } from '../errors.ts';
 import type { Principal } from '../keys/principal.ts';
@@ -9,12 +6,14 @@ import type { ChatbotCompletionRequest } from './chatbots.schemas.ts';
 import type { ChatbotsService } from './chatbots.service.ts';
 import { fallbackCompletion, fallbackStream, withSources } from './fallback.ts';
 import { textOfMessage } from './prompt.ts';
+import type { ChatbotCall, Sampling } from './sampling.ts';
 import { callerOf, toSource, type Turns } from './turn.ts';
 
 export interface CompletionsServiceDeps {
   chatbots: Pick<ChatbotsService, 'requireChatbot'>;
   turns: Turns;
   gateway: Pick<GatewayService, 'complete' | 'stream'>;
+  sampling: Sampling;
 }
 
 /** What the endpoint sends: a JSON body, or a stream to frame as SSE. */
@@ -26,7 +25,7 @@ export type CompletionOutcome =
  * history; the chatbot's model, prompt, retrieval and settings (temperature and max_tokens of the
  * request win).
  */
-export function createCompletionsService({ chatbots, turns, gateway }: CompletionsServiceDeps) {
+export function createCompletionsService({ chatbots, turns, gateway, sampling }: CompletionsServiceDeps) {
   return {
     async complete(
       principal: Principal,
@@ -53,11 +52,12 @@ export function createCompletionsService({ chatbots, turns, gateway }: Completio
         },
         signal,
       );
-      const params: ChatCompletionCreateParamsNonStreaming = {
+      const call: ChatbotCall = {
         model: bot.model,
         messages: prompt.messages,
         temperature: body.temperature ?? bot.temperature,
-        max_tokens: maxTokens,
+        maxTokens,
+        callerTemperature: body.temperature != null,
       };
       const sources = prompt.sources?.map(toSource);
       const options = { signal, caller: callerOf(principal) };
@@ -65,7 +65,7 @@ export function createCompletionsService({ chatbots, turns, gateway }: Completio
       if (body.stream === true) {
         let stream: ChatStream;
         try {
-          stream = await gateway.stream({ ...params, stream: true }, options);
+          stream = await sampling.send(call, (params) => gateway.stream({ ...params, stream: true }, options));
         } catch (error) {
           stream = fallbackStream(bot.model, await turns.fallbackFor(bot, error, signal));
         }
@@ -77,7 +77,7 @@ export function createCompletionsService({ chatbots, turns, gateway }: Completio
       }
       let completion: object;
       try {
-        completion = (await gateway.complete(params, options)).completion;
+        completion = (await sampling.send(call, (params) => gateway.complete(params, options))).completion;
       } catch (error) {
         completion = fallbackCompletion(bot.model, await turns.fallbackFor(bot, error, signal));
       }

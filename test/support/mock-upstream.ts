@@ -63,6 +63,11 @@ export interface MockUpstreamOptions {
   rerankFormat?: 'jina' | 'cohere';
   /** The assistant's text for a chat request; default `completionTokens` words `w0 w1 …`. Streams send it word by word. */
   reply?: (body: Record<string, unknown>) => string;
+  /**
+   * Models that refuse `max_tokens` and any `temperature` but 1 with OpenAI's own 400s (its
+   * reasoning models: o1, o3, gpt-5, …), naming the parameter in `param`.
+   */
+  reasoningModels?: string[];
 }
 
 export interface ReceivedRequest {
@@ -109,6 +114,26 @@ function promptTokens(body: Record<string, unknown>): number {
 
 const token = (i: number) => `w${i} `;
 
+/** What OpenAI answers a reasoning model's request that sets `max_tokens` or a temperature but 1. */
+function reasoningRefusal(body: Record<string, unknown>): { message: string; param: string; code: string } | undefined {
+  if (body.max_tokens != null) {
+    return {
+      message:
+        "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+      param: 'max_tokens',
+      code: 'unsupported_parameter',
+    };
+  }
+  if (body.temperature != null && body.temperature !== 1) {
+    return {
+      message: `Unsupported value: 'temperature' does not support ${JSON.stringify(body.temperature)} with this model. Only the default (1) value is supported.`,
+      param: 'temperature',
+      code: 'unsupported_value',
+    };
+  }
+  return undefined;
+}
+
 /** The reply as stream deltas: the custom text word by word (spaces kept), or the `w<i> ` tokens. */
 function replyPieces(settings: MockUpstream['options'], body: Record<string, unknown>): string[] {
   if (settings.reply === undefined) return Array.from({ length: settings.completionTokens }, (_, i) => token(i));
@@ -153,6 +178,7 @@ export async function startMockUpstream(options: MockUpstreamOptions = {}): Prom
     maxEmbeddingBatch: options.maxEmbeddingBatch,
     reply: options.reply,
     rerankFormat: options.rerankFormat ?? 'jina',
+    reasoningModels: options.reasoningModels ?? [],
   };
   const requests: ReceivedRequest[] = [];
   const faults: Fault[] = [];
@@ -358,8 +384,11 @@ export async function startMockUpstream(options: MockUpstreamOptions = {}): Prom
     if (!settings.models.includes(String(body.model))) {
       return error(res, 404, `The model '${String(body.model)}' does not exist`, 'model_not_found');
     }
-    if (path === '/v1/chat/completions')
+    if (path === '/v1/chat/completions') {
+      const refusal = settings.reasoningModels.includes(String(body.model)) ? reasoningRefusal(body) : undefined;
+      if (refusal !== undefined) return json(res, 400, { error: { type: 'invalid_request_error', ...refusal } });
       return body.stream === true ? stream(res, body, fault) : complete(res, body, fault);
+    }
     if (path === '/v1/embeddings') return embeddings(res, body);
     if (path === '/v1/rerank') return rerank(res, body);
     return error(res, 404, `no route ${req.method} ${path}`);
