@@ -32,6 +32,8 @@ import type { IngestionWorker } from './ingestion/worker.ts';
 import type { Metrics } from './metrics/metrics.ts';
 import { installHttpMetrics, metricsRoutes } from './metrics/metrics.routes.ts';
 import { createProcessing } from './modules.ts';
+import { createDurableCounters } from './ratelimit/durable.ts';
+import { isMemoryStore } from './ratelimit/memory.store.ts';
 import { createSpawner, type Spawner } from './processes/spawner.ts';
 import { createToolsModule } from './tools/tools.module.ts';
 import { createRetrievalModule } from './retrieval/retrieval.module.ts';
@@ -164,6 +166,18 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   server.addHook('onClose', () => keys.close());
   // In-flight requests finish before onClose hooks run, so their usage is in the last flush.
   server.addHook('onClose', () => processing.close());
+  // Without Redis, the key windows of an hour or more (the daily quota among them) outlive a restart.
+  if (isMemoryStore(limiter)) {
+    const durable = createDurableCounters({
+      store: limiter,
+      db: database.db,
+      logger,
+      clock,
+      intervalMs: config.usageFlushIntervalMs,
+    });
+    await durable.load();
+    server.addHook('onClose', () => durable.close());
+  }
   installAuth(server, {
     keys: keys.service,
     limiter,

@@ -5,9 +5,29 @@ interface Counter {
   expiresAtMs: number;
 }
 
+/** A counter as it is kept across restarts (`src/ratelimit/durable.ts`). */
+export interface CounterSnapshot {
+  key: string;
+  count: number;
+  expiresAtMs: number;
+}
+
+/** The in-process store, with what keeping its counters across restarts needs. */
+export interface MemoryStore extends RateLimitStore {
+  /** Counters of windows of an hour or more counted since the last call (the minute ones go by themselves). */
+  takeChanged(): CounterSnapshot[];
+  /** Counts kept before a restart; a counter already higher here keeps its own. */
+  seed(counters: readonly CounterSnapshot[], nowMs: number): void;
+}
+
+export const isMemoryStore = (store: RateLimitStore): store is MemoryStore => 'takeChanged' in store;
+
+const LONG_WINDOW = /:(hour|day|quota_day):\d+$/;
+
 /** In-process store for a single instance. JavaScript runs this synchronously, hence atomically. */
-export function createMemoryStore(): RateLimitStore {
+export function createMemoryStore(): MemoryStore {
   const counters = new Map<string, Counter>();
+  const changed = new Set<string>();
   let lastSweepMs = 0;
 
   const sweep = (nowMs: number) => {
@@ -30,6 +50,7 @@ export function createMemoryStore(): RateLimitStore {
       keys.forEach((key, i) => {
         const resetAt = outcome.windows[i]?.resetAt ?? 0;
         counters.set(key, { count: (before[i] ?? 0) + 1, expiresAtMs: resetAt * 1000 });
+        if (LONG_WINDOW.test(key)) changed.add(key);
       });
     }
     return outcome;
@@ -40,8 +61,24 @@ export function createMemoryStore(): RateLimitStore {
     consume: async (subject, windows, nowMs): Promise<LimitOutcome> => evaluate(subject, windows, nowMs, true),
     peek: async (subject, windows, nowMs): Promise<LimitOutcome> => evaluate(subject, windows, nowMs, false),
     health: () => ({ ok: true, detail: 'in-process' }),
+    takeChanged() {
+      const out: CounterSnapshot[] = [];
+      for (const key of changed) {
+        const counter = counters.get(key);
+        if (counter !== undefined) out.push({ key, count: counter.count, expiresAtMs: counter.expiresAtMs });
+      }
+      changed.clear();
+      return out;
+    },
+    seed(kept, nowMs) {
+      for (const { key, count, expiresAtMs } of kept) {
+        if (expiresAtMs <= nowMs) continue;
+        if (read(key, nowMs) < count) counters.set(key, { count, expiresAtMs });
+      }
+    },
     close: async () => {
       counters.clear();
+      changed.clear();
     },
   };
 }

@@ -9,3 +9,4 @@ export * from './messages.ts';
 export * from './terms.ts';
 export * from './usage.ts';
 export * from './webhooks.ts';
+export * from './ratelimit.ts';
