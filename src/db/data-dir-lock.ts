@@ -1,4 +1,4 @@
-import { closeSync, mkdirSync, openSync, readFileSync, rmSync, utimesSync, writeFileSync, statSync } from 'node:fs';
+import { linkSync, mkdirSync, readFileSync, rmSync, utimesSync, writeFileSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import path from 'node:path';
 
@@ -16,6 +16,12 @@ import path from 'node:path';
 export const LOCK_FILE = 'ragport.lock';
 const HEARTBEAT_MS = 5_000;
 const STALE_AFTER_MS = 6 * HEARTBEAT_MS;
+/**
+ * A lock file that holds no record. Locks are created whole (written aside, then linked into
+ * place), so only a crash of another program's writer, a disk that lost the write, or a file
+ * made by hand leaves one; past this age it is stale, whoever made it.
+ */
+const UNREADABLE_STALE_AFTER_MS = 2_000;
 
 interface LockRecord {
   pid: number;
@@ -71,10 +77,15 @@ function liveOwner(file: string): LockRecord | undefined {
   } catch {
     return undefined; // removed meanwhile
   }
-  if (record === undefined || record.host !== hostname()) {
+  if (record === undefined) {
+    return touchedAgo > UNREADABLE_STALE_AFTER_MS
+      ? undefined
+      : { pid: 0, host: '?', start: null, command: 'a lock being written', since: '?' };
+  }
+  if (record.host !== hostname()) {
     return touchedAgo > STALE_AFTER_MS
       ? undefined
-      : (record ?? { pid: 0, host: '?', start: null, command: '?', since: '?' });
+      : record;
   }
   if (record.pid === process.pid) return held.has(file) ? record : undefined;
   if (!running(record.pid)) return undefined;
@@ -113,12 +124,15 @@ export function lockDataDir(dataDir: string): DataDirLock {
     since: new Date().toISOString(),
   };
   for (let attempt = 0; ; attempt++) {
+    // Written aside and linked into place: the lock appears whole or not at all, never empty
+    // (a process killed between creating the file and writing it left one that refused starts).
+    const aside = `${file}.${process.pid}.tmp`;
     try {
-      const fd = openSync(file, 'wx', 0o600);
+      writeFileSync(aside, `${JSON.stringify(record)}\n`, { mode: 0o600 });
       try {
-        writeFileSync(fd, `${JSON.stringify(record)}\n`);
+        linkSync(aside, file);
       } finally {
-        closeSync(fd);
+        rmSync(aside, { force: true });
       }
       break;
     } catch (error) {

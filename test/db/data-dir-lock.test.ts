@@ -1,5 +1,5 @@
 import { execFile, spawnSync } from 'node:child_process';
-import { readFileSync, utimesSync, writeFileSync, existsSync } from 'node:fs';
+import { readdirSync, readFileSync, utimesSync, writeFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
@@ -54,6 +54,27 @@ describe('the data directory lock', () => {
     const old = new Date(Date.now() - 60_000);
     utimesSync(lockFile, old, old);
     lockDataDir(dir).release();
+  });
+
+  it('an empty lock file (a writer killed half way) is waited for briefly, then taken over', () => {
+    const dir = freshDir();
+    const lockFile = path.join(dir, LOCK_FILE);
+    writeFileSync(lockFile, '');
+    expect(() => lockDataDir(dir)).toThrow('a lock being written');
+    const old = new Date(Date.now() - 3_000);
+    utimesSync(lockFile, old, old);
+    const lock = lockDataDir(dir);
+    expect((JSON.parse(readFileSync(lockFile, 'utf8')) as { pid: number }).pid).toBe(process.pid);
+    lock.release();
+  });
+
+  it('appears whole: written aside and linked into place, leaving nothing else behind', () => {
+    const dir = freshDir();
+    const lock = lockDataDir(dir);
+    expect(readdirSync(dir)).toEqual([LOCK_FILE]);
+    expect(JSON.parse(readFileSync(path.join(dir, LOCK_FILE), 'utf8'))).toMatchObject({ pid: process.pid });
+    lock.release();
+    expect(readdirSync(dir)).toEqual([]);
   });
 });
 
