@@ -16,6 +16,20 @@ export interface CompletionsServiceDeps {
   sampling: Sampling;
 }
 
+/**
+ * Fields the chatbot decides (its model, the prompt, the room for the reply) or the endpoint
+ * frames (the stream); every other field of the request goes to the model as the caller sent it.
+ */
+const FRAMED = new Set([
+  'model',
+  'messages',
+  'temperature',
+  'max_tokens',
+  'max_completion_tokens',
+  'stream',
+  'stream_options',
+]);
+
 /** What the endpoint sends: a JSON body, or a stream to frame as SSE. */
 export type CompletionOutcome =
   { kind: 'json'; body: string } | { kind: 'stream'; stream: ChatStream; includeUsage: boolean };
@@ -58,6 +72,7 @@ export function createCompletionsService({ chatbots, turns, gateway, sampling }:
         temperature: body.temperature ?? bot.temperature,
         maxTokens,
         callerTemperature: body.temperature != null,
+        extra: Object.fromEntries(Object.entries(body).filter(([field]) => !FRAMED.has(field))),
       };
       const sources = prompt.sources?.map(toSource);
       const options = { signal, caller: callerOf(principal) };

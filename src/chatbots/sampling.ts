@@ -9,6 +9,8 @@ export interface ChatbotCall {
   maxTokens: number;
   /** The caller set `temperature` for this request: it is theirs to see refused, never dropped. */
   callerTemperature: boolean;
+  /** The caller's other OpenAI fields (`top_p`, `stop`, `seed`, `response_format`, `tools`, …), sent as they came. */
+  extra?: Record<string, unknown>;
 }
 
 type Refusable = 'max_tokens' | 'temperature';
@@ -37,6 +39,7 @@ export function createSampling() {
     const refused = refusedBy.get(call.model);
     const dropTemperature = refused?.has('temperature') === true && !call.callerTemperature;
     return {
+      ...call.extra,
       model: call.model,
       messages: call.messages,
       ...(dropTemperature ? {} : { temperature: call.temperature }),

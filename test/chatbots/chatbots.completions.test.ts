@@ -86,10 +86,20 @@ describe('the chatbot completions endpoint', () => {
       ],
     });
 
-    // temperature and max_tokens (or max_completion_tokens) of the request win; other fields stay out.
-    await completions(h.t, bot.id, { messages: [user('hi')], temperature: 1.5, max_tokens: 9, top_p: 0.1 });
-    expect(modelCalls(h.mock)[1]).toMatchObject({ temperature: 1.5, max_tokens: 9 });
-    expect(modelCalls(h.mock)[1]).not.toHaveProperty('top_p');
+    // temperature and max_tokens (or max_completion_tokens) of the request win; the caller's other
+    // OpenAI fields go to the model as sent; the placeholder model does not.
+    const tools = [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object', properties: {} } } }];
+    const others = {
+      top_p: 0.1,
+      stop: ['END'],
+      seed: 7,
+      user: 'u-1',
+      response_format: { type: 'json_object' },
+      tools,
+      tool_choice: 'auto',
+    };
+    await completions(h.t, bot.id, { messages: [user('hi')], temperature: 1.5, max_tokens: 9, ...others });
+    expect(modelCalls(h.mock)[1]).toMatchObject({ model: 'mock-chat', temperature: 1.5, max_tokens: 9, ...others });
     await completions(h.t, bot.id, { messages: [user('hi')], max_completion_tokens: 12 });
     expect(modelCalls(h.mock)[2]).toMatchObject({ temperature: 0.2, max_tokens: 12 });
   });
