@@ -19,6 +19,8 @@ function documentedToolCall(tools: ToolRegistry): z.ZodType {
 }
 
 export function toolsRoutes(tools: ToolRegistry) {
+  /** Tools whose being off was logged already. */
+  const explained = new Set<string>();
   return async (fastify: FastifyInstance) => {
     const results = tools.all().map((t) => t.result);
     const response =
@@ -47,9 +49,14 @@ export function toolsRoutes(tools: ToolRegistry) {
       async (request, reply) => {
         const tool = tools.find(request.body.tool_name);
         if (!tool) {
+          // The contract's exact message; why a known tool is off goes to the operator's log (once
+          // per tool, not once per call) and the start-up summary, where it can be acted on.
           const why = tools.disabledReason(request.body.tool_name);
-          const message = `Tool '${request.body.tool_name}' not found${why === undefined ? '' : `: ${why}`}`;
-          throw new AppError({ code: 'not_found', message });
+          if (why !== undefined && !explained.has(request.body.tool_name)) {
+            explained.add(request.body.tool_name);
+            request.log.warn({ tool: request.body.tool_name }, `tool ${request.body.tool_name} called but off: ${why}`);
+          }
+          throw new AppError({ code: 'not_found', message: `Tool '${request.body.tool_name}' not found` });
         }
         const parsed = tool.parameters.safeParse(request.body.parameters);
         if (!parsed.success)

@@ -50,13 +50,18 @@ describe('web_search with no provider configured', () => {
   beforeAll(async () => ({ t, key } = await startWith({})));
   afterAll(async () => t.close());
 
-  it('is disabled and reported as not found', async () => {
-    const response = await call(t, key, { query: 'anything' });
-    expect(response.status).toBe(404);
-    expect(await response.json()).toEqual({
-      error:
-        "Tool 'web_search' not found: no search provider is configured; set BRAVE_SEARCH_API_KEY, TAVILY_API_KEY or SEARXNG_URL to enable it",
-    });
+  it('is disabled and reported with the contract’s exact message; the log says what to configure, once', async () => {
+    for (let i = 0; i < 2; i++) {
+      const response = await call(t, key, { query: 'anything' });
+      expect(response.status).toBe(404);
+      expect(await response.json()).toEqual({ error: "Tool 'web_search' not found" });
+    }
+    const explained = t.logs.filter(
+      (l) => typeof l.msg === 'string' && l.msg.startsWith('tool web_search called but off'),
+    );
+    expect(explained.map((l) => l.msg)).toEqual([
+      'tool web_search called but off: no search provider is configured; set BRAVE_SEARCH_API_KEY, TAVILY_API_KEY or SEARXNG_URL to enable it',
+    ]);
   });
 });
 

@@ -51,7 +51,7 @@ export function createWebSearchTool(deps: {
     disabledReason: () => NOT_CONFIGURED,
     async run(parameters, context) {
       if (!selected)
-        throw new AppError({ code: 'not_found', message: `Tool 'web_search' not found: ${NOT_CONFIGURED}` });
+        throw new AppError({ code: 'not_found', message: "Tool 'web_search' not found" });
       const { provider, secrets } = selected;
       const query = { query: parameters.query, count: parameters.count, timeRange: parameters.time_range };
       const key = JSON.stringify([query.query, query.count, query.timeRange ?? null]);
