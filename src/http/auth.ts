@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { AuthOutcome, Clock, KeysService } from '../keys/keys.service.ts';
-import { hasScope } from '../keys/principal.ts';
+import { hasScope, type Principal } from '../keys/principal.ts';
 import { addressSubject, keySubject, unauthenticatedWindows, windowsFor } from '../ratelimit/policy.ts';
 import {
   blockingWindow,
@@ -71,8 +71,34 @@ export function installAuth(app: FastifyInstance, deps: AuthDeps): void {
 
   app.decorateRequest('principal', null);
 
+  /** Counts the request in the key's windows (all APIs share them): 429, or 403 over a quota. */
+  const admitKey = async (principal: Principal, reply: FastifyReply) => {
+    const now = clock();
+    const outcome = await limiter.consume(keySubject(principal.keyId), windowsFor(principal), now);
+    applyHeaders(reply, outcome);
+    if (!outcome.allowed) {
+      if (blockingWindow(outcome)?.kind === 'quota') {
+        throw new AppError({ code: 'quota_exceeded', message: 'Daily request quota of this API key exceeded' });
+      }
+      throw tooMany(outcome, now);
+    }
+  };
+
+  /**
+   * A path no route serves, asked with a valid key: counted against the key, with its headers
+   * (every answer to an authenticated request carries them), then the 404. Without a valid key it
+   * is a 404 as it is, counted nowhere.
+   */
+  const countUnknownRoute = async (request: FastifyRequest, reply: FastifyReply) => {
+    const secret = bearerToken(request.headers.authorization);
+    if (secret === undefined || blockedAddresses.has(request.ip)) return;
+    const auth = await keys.authenticate(secret);
+    if (auth.ok) await admitKey(auth.principal, reply);
+  };
+
   app.addHook('onRequest', async (request, reply) => {
     const access = request.routeOptions.config.access;
+    if (access === undefined && request.is404) return countUnknownRoute(request, reply);
     if (access === undefined || access === 'public') return;
 
     const secret = bearerToken(request.headers.authorization);
@@ -95,15 +121,7 @@ export function installAuth(app: FastifyInstance, deps: AuthDeps): void {
     if (!auth.ok) return refuseUnauthenticated(request, reply, failureMessages[auth.reason]);
 
     const { principal } = auth;
-    const now = clock();
-    const outcome = await limiter.consume(keySubject(principal.keyId), windowsFor(principal), now);
-    applyHeaders(reply, outcome);
-    if (!outcome.allowed) {
-      if (blockingWindow(outcome)?.kind === 'quota') {
-        throw new AppError({ code: 'quota_exceeded', message: 'Daily request quota of this API key exceeded' });
-      }
-      throw tooMany(outcome, now);
-    }
+    await admitKey(principal, reply);
     if (!hasScope(principal, access)) {
       throw new AppError({
         code: 'insufficient_scope',

@@ -129,10 +129,38 @@ describe.each(Object.keys(stores))('rate limits with the %s store', (storeName) 
     expect(next.headers.get('x-ratelimit-remaining')).toBe('1');
   });
 
-  it('an enterprise key with no limits is never refused and reports no limit headers', async () => {
+  it('an enterprise key with no limits is never refused, and its answers report the unbounded daily window', async () => {
     const k = await t.createKey({ name: 'unl', scopes: ['admin'], tier: 'enterprise' });
     for (let i = 0; i < 80; i++) expect((await t.request('/api/v1/keys', { key: k.key })).status).toBe(200);
-    expect((await t.request('/api/v1/keys', { key: k.key })).headers.get('x-ratelimit-limit')).toBeNull();
+    const unbounded = 2 ** 52;
+    const nextDay = Math.floor(clock() / 86_400_000 + 1) * 86_400;
+    expect(limitHeaders(await t.request('/api/v1/keys', { key: k.key }))).toEqual({
+      limit: String(unbounded),
+      remaining: String(unbounded - 81),
+      reset: String(nextDay),
+    });
+    // The bootstrap admin key too: every answer to an authenticated request carries them.
+    expect(limitHeaders(await t.request('/api/v1/keys'))).toMatchObject({ limit: String(unbounded) });
+  });
+
+  it('a path no route serves: with a valid key counted and answered 404 with the headers; without one, a plain 404', async () => {
+    const k = await t.createKey({ name: 'lost', scopes: ['read'], tier: 'standard' });
+    expect((await t.request('/api/v1/collections-typo', { key: k.key })).headers.get('x-ratelimit-remaining')).toBe(
+      '59',
+    );
+    const lost = await t.request('/api/v1/collections-typo', { key: k.key });
+    expect(lost.status).toBe(404);
+    expect(await lost.json()).toMatchObject({ error: { code: 'not_found' } });
+    expect(limitHeaders(lost)).toMatchObject({ limit: '60', remaining: '58' });
+    // The unknown paths counted with the rest of the key's requests.
+    expect((await t.request('/api/v1/rag/collections', { key: k.key })).headers.get('x-ratelimit-remaining')).toBe(
+      '57',
+    );
+    for (const key of [null, 'rpk_not-a-real-key']) {
+      const plain = await t.request('/api/v1/collections-typo', { key });
+      expect(plain.status).toBe(404);
+      expect(plain.headers.get('x-ratelimit-limit')).toBeNull();
+    }
   });
 
   it('a daily request quota answers 403 quota_exceeded', async () => {
