@@ -108,20 +108,18 @@ export function createChatbotsService({
     return row;
   };
 
-  /** Retrieval needs a collection; a collection being set must exist and be one this key may use. */
+  /**
+   * Retrieval needs a collection; a collection being set must exist and be one this key may use.
+   * The contract: `use_rag: true` requires an existing, accessible `rag_collection`, else 404
+   * `Collection not found`; none named is no existing one.
+   */
   const checkCollection = async (
     principal: Principal,
     useRag: boolean,
     collection: string | null,
     setting: boolean,
   ) => {
-    if (useRag && collection === null) {
-      throw new AppError({
-        code: 'missing_field',
-        message: 'rag_collection: required when use_rag is true',
-        param: 'rag_collection',
-      });
-    }
+    if (useRag && collection === null) throw notFound('Collection not found');
     if (setting && collection !== null) await collections.requireAccessible(principal, collection);
   };
 

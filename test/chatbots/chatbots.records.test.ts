@@ -88,7 +88,6 @@ describe('chatbot records', () => {
     [{ fallback_responses: 'sorry' }, /^fallback_responses: /],
     [{ fallback_responses: [''] }, /^fallback_responses\.0: /],
     [{ use_rag: 'yes' }, /^use_rag: /],
-    [{ use_rag: true }, 'rag_collection: required when use_rag is true'],
   ])('validates %j: 400 with a simple error', async (fields, message) => {
     const response = await create({ name: 'x', model: 'mock-chat', ...fields });
     expect(response.status).toBe(400);
@@ -108,6 +107,10 @@ describe('chatbot records', () => {
     expect(model.status).toBe(404);
     expect(await model.json()).toEqual({ error: "The model 'nope' does not exist" });
 
+    // use_rag with no collection named is no existing collection: the contract's 404.
+    const unnamed = await create({ name: 'x', model: 'mock-chat', use_rag: true });
+    expect(unnamed.status).toBe(404);
+    expect(await unnamed.json()).toEqual({ error: 'Collection not found' });
     const missing = await create({ name: 'x', model: 'mock-chat', use_rag: true, rag_collection: 'nowhere' });
     expect(missing.status).toBe(404);
     expect(await missing.json()).toEqual({ error: 'Collection not found' });
@@ -125,8 +128,8 @@ describe('chatbot records', () => {
     expect(await moved.json()).toEqual({ error: 'Collection not found' });
     expect((await put(allowed.id, { model: 'nope' }, owner.key)).status).toBe(404);
     const cleared = await put(allowed.id, { rag_collection: null }, owner.key);
-    expect(cleared.status).toBe(400);
-    expect(await cleared.json()).toEqual({ error: 'rag_collection: required when use_rag is true' });
+    expect(cleared.status).toBe(404);
+    expect(await cleared.json()).toEqual({ error: 'Collection not found' });
     const off = await put(allowed.id, { use_rag: false, rag_collection: null }, owner.key);
     expect(off.status).toBe(200);
     expect(await off.json()).toMatchObject({ use_rag: false, rag_collection: null });
