@@ -341,6 +341,24 @@ describe('detectFormat', () => {
     expect(detectFormat('scan.txt', 'application/pdf', enc(`\n\n%PDF-1.4\n`))).toBe('pdf');
   });
 
+  it('reads text with no extension at all as plain text; an extension it does not read is still refused', () => {
+    const text = enc('Leave policy: 30 days a year.');
+    for (const name of ['README', 'LICENSE', 'docs/NOTES', 'notes.']) {
+      expect(classifyUpload(name, 'application/octet-stream', text), name).toEqual({ ok: true, format: 'txt' });
+      expect(classifyUpload(name, undefined, text), name).toEqual({ ok: true, format: 'txt' });
+    }
+    expect(classifyUpload('README', undefined, new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0, 0]))).toMatchObject({
+      ok: false,
+      message: expect.stringMatching(/its content is binary/),
+    });
+    for (const name of ['photo.png', 'sheet.xlsx', 'slides.pptx']) {
+      expect(classifyUpload(name, undefined, text), name).toMatchObject({
+        ok: false,
+        message: expect.stringMatching(/^Unsupported file type/),
+      });
+    }
+  });
+
   it('says a zip under another name is refused for its name', () => {
     const zip = new Uint8Array([0x50, 0x4b, 0x03, 0x04, 0x14, 0x00]);
     expect(classifyUpload('report.txt', 'application/octet-stream', zip)).toEqual({
@@ -377,6 +395,7 @@ describe('detectFormat', () => {
       detectFormat('photo.png', 'image/png', new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00])),
     ).toBeUndefined();
     expect(detectFormat('notes.txt', 'text/plain', new Uint8Array([0x68, 0x00, 0x69]))).toBeUndefined();
-    expect(detectFormat('upload', undefined, enc('text'))).toBeUndefined();
+    // No extension and text content: plain text (see 'reads text with no extension at all').
+    expect(detectFormat('upload', undefined, enc('text'))).toBe('txt');
   });
 });

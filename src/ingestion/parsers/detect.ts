@@ -150,8 +150,17 @@ const utf16Bom = (head: Uint8Array): boolean => startsWith(head, [0xff, 0xfe]) |
 /** NUL bytes do not occur in UTF-8 text; they mark executables, images and archives. */
 const looksBinary = (head: Uint8Array): boolean => !utf16Bom(head) && head.subarray(0, sniffBytes).includes(0);
 
+const baseName = (fileName: string): string => fileName.split(/[/\\]/).pop()?.toLowerCase() ?? '';
+
+/** Whether the name ends in an extension (`notes.txt`, `.env`), not `README` or `notes.`. */
+function hasExtension(fileName: string): boolean {
+  const base = baseName(fileName);
+  const dot = base.lastIndexOf('.');
+  return dot >= 0 && dot < base.length - 1;
+}
+
 function fromName(fileName: string): DocumentFormat | undefined {
-  const base = fileName.split(/[/\\]/).pop()?.toLowerCase() ?? '';
+  const base = baseName(fileName);
   if (codeFileNames.has(base)) return 'code';
   const dot = base.lastIndexOf('.');
   if (dot <= 0 && !base.startsWith('.')) return undefined;
@@ -227,6 +236,9 @@ export function classifyUpload(fileName: string, contentType: string | undefined
   if (candidate !== undefined) return { ok: true, format: candidate };
   // text/* of an unknown flavour (text/x-python, text/x-c) is still readable text.
   if (mediaType(contentType)?.startsWith('text/') === true) return { ok: true, format: 'txt' };
+  // A name with no extension at all (README, LICENSE, NOTES) names no format: its content,
+  // which is text, decides. An extension ragport does not read (.png, .xlsx) still does.
+  if (!hasExtension(fileName)) return { ok: true, format: 'txt' };
   return { ok: false, message: `Unsupported file type ${quoted}: ${supported}` };
 }
 
