@@ -29,8 +29,12 @@ export function stalledBodyGuard(idleMs: number): onRequestHookHandler {
   const message = `The request body stalled: nothing arrived for ${idleMs / 1000} s`;
   return (request, reply, done) => {
     const incoming = request.raw;
-    // No body, or all of it arrived with the headers.
-    if (incoming.complete) {
+    // No body (HTTP/1.1 has one only with Content-Length or Transfer-Encoding: a GET's message is
+    // not complete yet at this point either, and its answer may take minutes, `?wait=true`), or
+    // all of it arrived with the headers.
+    const length = incoming.headers['content-length'];
+    const hasBody = incoming.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+    if (!hasBody || incoming.complete) {
       done();
       return;
     }

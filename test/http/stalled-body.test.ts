@@ -11,7 +11,7 @@ const idleMs = 400;
 let t: TestApp;
 let port: number;
 beforeAll(async () => {
-  t = await startTestApp({ config: { bodyIdleMs: idleMs } });
+  t = await startTestApp({ config: { bodyIdleMs: idleMs, ingestionConcurrency: 0 } });
   port = Number(new URL(t.url).port);
 });
 afterAll(() => t.close());
@@ -72,6 +72,20 @@ describe('a JSON body that stops arriving', () => {
     expect(r.status).toBe(404);
     // No warning or error: what the JSON reader reports once the connection closed is let go.
     expect(t.logs.filter((l) => (l.level as number) >= 40)).toEqual([]);
+  });
+
+  it('a request without a body is not bounded: a GET that waits longer than the bound is answered', async () => {
+    await t.request('/api/v1/rag/collections', { method: 'POST', json: { name: 'waits' } });
+    const upload = await t.request('/api/v1/rag/collections/waits/documents', {
+      method: 'POST',
+      json: { name: 'never-processed.txt', content: 'No worker runs here, so this stays pending.' },
+    });
+    const { id } = (await upload.json()) as { id: string };
+    const started = Date.now();
+    const waited = await t.request(`/api/v1/rag/documents/${id}?wait=true&timeout=2`);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_900);
+    expect(waited.status).toBe(200);
+    expect(await waited.json()).toMatchObject({ id, status: 'pending' });
   });
 
   it('a body that keeps moving, each gap under the bound, is read and answered', async () => {
