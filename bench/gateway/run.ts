@@ -397,7 +397,16 @@ async function main(): Promise<void> {
       : [['ragport-pglite', undefined, NODE_OPTIONS], ...defaults];
     for (const [name, url, execArgv] of fresh) {
       const t = await startRagport(name, url, execArgv);
-      await runLoad({ ...t, body: chatBody(false), concurrency: 4, durationMs: 500 });
+      // BENCH_HELD_WARMUP=streams: 4 s of BENCH_HELD_WARMUP_C (64) streams first, so the code is
+      // compiled and some upstream connections are open: how much of the first burst is warm-up.
+      if (process.env.BENCH_HELD_WARMUP === 'streams')
+        await runLoad({
+          ...t,
+          body: chatBody(true),
+          concurrency: Number(process.env.BENCH_HELD_WARMUP_C ?? 64),
+          durationMs: 4000,
+        });
+      else await runLoad({ ...t, body: chatBody(false), concurrency: 4, durationMs: 500 });
       const h = await heldStreams(t, 1_000);
       raw[t.name] = h;
       lines.push(
