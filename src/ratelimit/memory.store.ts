@@ -22,7 +22,8 @@ export interface MemoryStore extends RateLimitStore {
 
 export const isMemoryStore = (store: RateLimitStore): store is MemoryStore => 'takeChanged' in store;
 
-const LONG_WINDOW = /:(hour|day|quota_day):\d+$/;
+/** Windows this long are kept across restarts (`durable.ts`); a minute one is over first. */
+const KEPT_FROM_SECONDS = 3_600;
 
 /** In-process store for a single instance. JavaScript runs this synchronously, hence atomically. */
 export function createMemoryStore(): MemoryStore {
@@ -50,7 +51,7 @@ export function createMemoryStore(): MemoryStore {
       keys.forEach((key, i) => {
         const resetAt = outcome.windows[i]?.resetAt ?? 0;
         counters.set(key, { count: (before[i] ?? 0) + 1, expiresAtMs: resetAt * 1000 });
-        if (LONG_WINDOW.test(key)) changed.add(key);
+        if ((windows[i]?.seconds ?? 0) >= KEPT_FROM_SECONDS) changed.add(key);
       });
     }
     return outcome;
