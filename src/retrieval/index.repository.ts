@@ -41,6 +41,18 @@ export function createIndexRepository(db: Db, options: { retireAbove?: number } 
     tx === undefined ? db.transaction(work) : work(tx);
 
   /**
+   * Deletes the statistics rows of terms no chunk of the collection holds any more (`df` down to
+   * 0), given the rows a removal just updated: left in place, they grew the table with every
+   * distinct term a collection ever saw (order numbers, ids, names in documents since deleted).
+   */
+  const dropEmptiedTerms = async (collectionId: string, updated: { term: string; df: number }[], tx: Db) => {
+    const gone = updated.filter((row) => Number(row.df) <= 0).map((row) => row.term);
+    if (gone.length === 0) return;
+    await tx.execute(sql`
+      delete from term_stats where collection_id = ${collectionId} and term = any(${sql.param(gone)}::text[]) and df <= 0`);
+  };
+
+  /**
    * Deletes a document's chunks (postings go by cascade) and takes them out of the statistics: all
    * of them, or those with ids from `from` on (a version being written), or below `below` (the
    * version it replaces).
@@ -59,11 +71,15 @@ export function createIndexRepository(db: Db, options: { retireAbove?: number } 
         chunk_count = chunk_count - (select count(*) from chunks where ${ofDocument}),
         total_terms = total_terms - (select coalesce(sum(term_count), 0) from chunks where ${ofDocument})
       where collection_id = ${collectionId}`);
-    await tx.execute(sql`
-      update term_stats s set df = s.df - g.n
-      from (select term, count(*)::int as n from chunk_terms
-            where chunk_id in (select id from chunks where ${ofDocument}) group by term) g
-      where s.collection_id = ${collectionId} and s.term = g.term`);
+    const emptied = await queryRows<{ term: string; df: number }>(
+      tx,
+      sql`update term_stats s set df = s.df - g.n
+          from (select term, count(*)::int as n from chunk_terms
+                where chunk_id in (select id from chunks where ${ofDocument}) group by term) g
+          where s.collection_id = ${collectionId} and s.term = g.term
+          returning s.term, s.df`,
+    );
+    await dropEmptiedTerms(collectionId, emptied, tx);
     await tx.execute(sql`delete from chunks where ${ofDocument}`);
   };
 
@@ -95,10 +111,14 @@ export function createIndexRepository(db: Db, options: { retireAbove?: number } 
       update collection_stats set chunk_count = chunk_count - ${doomed.length}, total_terms = total_terms - ${terms}
       where collection_id = ${collectionId}`);
     // An upsert, so that each term is looked up in the primary key (every term is there).
-    await tx.execute(sql`
-      insert into term_stats (collection_id, term, df)
-      select ${collectionId}, term, -count(*)::int from chunk_terms where chunk_id = any(${ids}::bigint[]) group by term
-      on conflict (collection_id, term) do update set df = term_stats.df + excluded.df`);
+    const emptied = await queryRows<{ term: string; df: number }>(
+      tx,
+      sql`insert into term_stats (collection_id, term, df)
+          select ${collectionId}, term, -count(*)::int from chunk_terms where chunk_id = any(${ids}::bigint[]) group by term
+          on conflict (collection_id, term) do update set df = term_stats.df + excluded.df
+          returning term, df`,
+    );
+    await dropEmptiedTerms(collectionId, emptied, tx);
     await tx.execute(sql`delete from chunks where id = any(${ids}::bigint[])`);
     return doomed.length;
   };

@@ -35,7 +35,8 @@ export async function indexBookkeeping(db: Db, collection: string) {
         full join (select term, count(*)::int as n from chunk_terms
                    where collection_id = (select id from collections where name = ${collection}) group by term) p
           on p.term = s.term
-        where coalesce(s.df, 0) <> coalesce(p.n, 0)`,
+        -- A statistics row no posting backs (df 0, a term every chunk holding it has left) is drift too.
+        where s.term is null or p.term is null or s.df <> p.n`,
   );
   return { ...row, drift };
 }
