@@ -1,7 +1,8 @@
 import { buildApp } from './app.ts';
 import { openapiDocument } from './http/openapi.ts';
 import { ConfigError, loadConfig } from './config.ts';
-import { openConfiguredDatabase } from './db/client.ts';
+import { migrationsFolder, openConfiguredDatabase } from './db/client.ts';
+import { DatabaseFromNewerReleaseError, knownMigrations, migrationsLine } from './db/migrations.ts';
 import { DataDirLockedError } from './db/data-dir-lock.ts';
 import { loadEmbeddings } from './embeddings/load.ts';
 import { createLogger } from './logging.ts';
@@ -25,7 +26,7 @@ async function main(): Promise<void> {
     logger.fatal({ err: error }, 'embedded database failed; shutting down so a restart reopens it');
     void onBroken.stop('database failure');
   });
-  await database.migrate();
+  logger.info(migrationsLine(await database.migrate(), knownMigrations(migrationsFolder)));
   const limiter = await createLimiter({ redisUrl: config.redisUrl, redisFailureMode: config.redisFailureMode, logger });
   const embeddings = await loadEmbeddings(config, logger);
   const app = await buildApp({ config, database, limiter, logger, embeddings, spawner });
@@ -103,7 +104,7 @@ async function main(): Promise<void> {
 main().catch((error: unknown) => {
   if (error instanceof ConfigError) {
     process.stderr.write(`${error.message}\n`);
-  } else if (error instanceof DataDirLockedError) {
+  } else if (error instanceof DataDirLockedError || error instanceof DatabaseFromNewerReleaseError) {
     process.stderr.write(`ragport failed to start: ${error.message}\n`);
   } else {
     process.stderr.write(

@@ -1,5 +1,6 @@
 import { loadConfig, ConfigError } from './config.ts';
-import { openConfiguredDatabase } from './db/client.ts';
+import { migrationsFolder, openConfiguredDatabase } from './db/client.ts';
+import { knownMigrations, migrationsLine } from './db/migrations.ts';
 import { loadEmbeddings } from './embeddings/load.ts';
 import { createLogger } from './logging.ts';
 import { startMetricsServer } from './http/metrics-server.ts';
@@ -16,7 +17,7 @@ async function main(): Promise<void> {
   // Before the database and the model make this process large (see processes/spawner.ts).
   const spawner = createSpawner({ logger });
   const database = await openConfiguredDatabase(config, logger);
-  await database.migrate();
+  logger.info(migrationsLine(await database.migrate(), knownMigrations(migrationsFolder)));
   const embeddings = await loadEmbeddings(config, logger);
   const processing = await createProcessing({
     db: database.db,

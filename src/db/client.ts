@@ -8,6 +8,7 @@ import { lockDataDir } from './data-dir-lock.ts';
 import { listen } from './notifications.ts';
 import { sql } from './orm.ts';
 import { drizzleNodePg, drizzlePglite, migrateNodePg, migratePglite } from './orm-drivers.ts';
+import { knownMigrations, migrateKnown, recordedMigrations } from './migrations.ts';
 import { startPgliteThread, type RemoteQueryable, type WaitListener } from './pglite-remote.ts';
 import * as schema from './schema/index.ts';
 
@@ -18,7 +19,11 @@ export type Db = PgDatabase<PgQueryResultHKT, Schema>;
 export interface Database {
   readonly kind: 'pglite' | 'postgres';
   readonly db: Db;
-  migrate(): Promise<void>;
+  /**
+   * Applies the migrations the database lacks and returns their tags, oldest first; refuses
+   * (DatabaseFromNewerReleaseError) a database a newer release upgraded.
+   */
+  migrate(): Promise<string[]>;
   /** Reads a real table: true readiness, not a connected socket. */
   ping(): Promise<void>;
   /**
@@ -132,7 +137,10 @@ export async function openPglite(dir?: string, options: PgliteOptions = {}): Pro
     kind: 'pglite',
     db,
     migrate: async () => {
-      await migratePglite(db as never, { migrationsFolder });
+      const recorded = recordedMigrations((text) => client.query(text));
+      const applied = await migrateKnown(knownMigrations(migrationsFolder), recorded, () =>
+        migratePglite(db as never, { migrationsFolder }),
+      );
       // Originals stored as they are, not compressed: compressing a text upload held the embedded
       // database's one session ~45 ms a MB, and every request waited (docs/operations.md, Originals
       // are stored uncompressed). A PostgreSQL server compresses them in the uploader's own session.
@@ -150,6 +158,7 @@ export async function openPglite(dir?: string, options: PgliteOptions = {}): Pro
           `update ingestion_jobs set lease_expires_at = now() where status = 'running' and lease_expires_at > now()`,
         );
       }
+      return applied;
     },
     ping: async () => {
       await client.query(readinessQuery);
@@ -233,7 +242,10 @@ export function openPostgres(options: PostgresOptions): Database {
       const client = await pool.connect();
       try {
         await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_ID]);
-        await migrateNodePg(drizzleNodePg(client, { schema }), { migrationsFolder });
+        const recorded = recordedMigrations((text) => client.query(text));
+        return await migrateKnown(knownMigrations(migrationsFolder), recorded, () =>
+          migrateNodePg(drizzleNodePg(client, { schema }), { migrationsFolder }),
+        );
       } finally {
         await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_ID]).catch(() => undefined);
         client.release();

@@ -71,6 +71,9 @@ describe('starting ragport the first time', { timeout: 180_000 }, () => {
       expect(messages).toContain(
         `database: embedded PGlite in ${path.join(dataDir, 'pg')} (this process owns DATA_DIR)`,
       );
+      expect(messages.find((m) => m.startsWith('database schema: '))).toMatch(
+        /^database schema: created \(\d+ migrations, the last \d{4}_\w+\)$/,
+      );
       expect(messages.find((m) => m.startsWith('admin key: '))).toMatch(/^admin key: not set; set RAGPORT_ADMIN_KEY/);
       expect(messages.find((m) => m.startsWith('embedding model: '))).toBe(
         `embedding model: sentence-transformers/all-MiniLM-L6-v2 from MODELS_DIR ${path.resolve(process.env.MODELS_DIR ?? '')}: loaded`,
