@@ -3,6 +3,8 @@
  * page of the embedded database was ever all-visible: an index-only scan of the posting index
  * fetched every heap page, and the planner had no statistics.
  */
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
 import { setTimeout } from 'node:timers/promises';
 import { pino } from 'pino';
 import { sql } from '../../src/db/orm.ts';
@@ -12,6 +14,7 @@ import { maintenanceFor, startEmbeddedMaintenance, type Maintenance } from '../.
 import { runInBackground, sinceInteractiveStatement } from '../../src/db/priority.ts';
 import { startTestApp } from '../support/app.ts';
 import { until } from '../support/poll.ts';
+import { scratchDirs } from '../support/scratch.ts';
 
 let database: Database;
 let maintenance: Maintenance;
@@ -384,4 +387,92 @@ describe('a server left alone', () => {
       await own.close();
     }
   });
+});
+
+describe('checkpoints of the embedded database', () => {
+  const freshDir = scratchDirs('ragport-checkpoint-');
+  /** WAL written since the last checkpoint, and the segment files in pg_wal. */
+  const wal = async (db: Database, dir: string) => {
+    const [row] = await queryRows<{ bytes: number }>(
+      db.db,
+      sql`select (pg_current_wal_lsn() - checkpoint_lsn)::float8 as bytes from pg_control_checkpoint()`,
+    );
+    const segments = readdirSync(path.join(dir, 'pg_wal')).filter((f) => /^[0-9A-F]{24}$/.test(f)).length;
+    return { bytes: row?.bytes ?? NaN, segments };
+  };
+  const write = async (db: Database, rows: number) => {
+    await db.db.execute(
+      sql`insert into churn (v) select repeat(md5(g::text), 16) from generate_series(1, ${rows}::int) g`,
+    );
+    await db.db.execute(sql`delete from churn`);
+  };
+  /** A database in a directory, with passes run by the test and the given checkpoint rules. */
+  const withPasses = async (
+    rules: { checkpointWalBytes?: number; checkpointIntervalMs?: number },
+    body: (own: Database, dir: string, timed: Maintenance) => Promise<void>,
+  ) => {
+    const dir = freshDir();
+    const own = await openPglite(dir);
+    await own.db.execute(sql`create table churn (id serial primary key, v text)`);
+    const timed = startEmbeddedMaintenance({
+      db: own.db,
+      log: pino({ level: 'silent' }),
+      firstDelayMs: 3_600_000,
+      intervalMs: 3_600_000,
+      ...rules,
+    });
+    try {
+      // A first pass settles what start-up wrote.
+      await timed.runOnce();
+      await body(own, dir, timed);
+    } finally {
+      await timed.close();
+      await own.close();
+    }
+  };
+
+  it(
+    'a pass checkpoints once enough WAL was written: pg_wal stops growing with every write (PGlite has no checkpointer)',
+    () =>
+      withPasses({ checkpointWalBytes: 8 * 1024 * 1024, checkpointIntervalMs: 3_600_000 }, async (own, dir, timed) => {
+        const [start] = await queryRows<{ lsn: string }>(own.db, sql`select pg_current_wal_lsn()::text as lsn`);
+        let checkpoints = 0;
+        for (let i = 0; i < 24; i++) {
+          await write(own, 20_000);
+          if ((await timed.runOnce()).includes('checkpoint')) checkpoints++;
+        }
+        const [total] = await queryRows<{ bytes: number }>(
+          own.db,
+          sql`select pg_wal_lsn_diff(pg_current_wal_lsn(), ${start?.lsn}::pg_lsn)::float8 as bytes`,
+        );
+        const after = await wal(own, dir);
+        // ~190 MB written; pg_wal keeps the segments since the last checkpoint and a few recycled
+        // ones (min_wal_size), not every one written.
+        expect(total?.bytes).toBeGreaterThan(150 * 1024 * 1024);
+        expect(checkpoints).toBeGreaterThan(8);
+        expect(after.bytes).toBeLessThan(16 * 1024 * 1024);
+        expect(after.segments * 16 * 1024 * 1024).toBeLessThan((total?.bytes ?? 0) / 2);
+
+        // Nothing written since a checkpoint: none.
+        if (after.bytes > 1_024) expect(await timed.runOnce()).toContain('checkpoint');
+        expect(await timed.runOnce()).not.toContain('checkpoint');
+        // Under the size: none either.
+        await write(own, 1_000);
+        expect(await timed.runOnce()).not.toContain('checkpoint');
+      }),
+    120_000,
+  );
+
+  it(
+    '…and once the last one is old with anything written since',
+    () =>
+      withPasses({ checkpointIntervalMs: 0 }, async (own, dir, timed) => {
+        await write(own, 100);
+        expect((await wal(own, dir)).bytes).toBeGreaterThan(1_024);
+        expect(await timed.runOnce()).toContain('checkpoint');
+        expect((await wal(own, dir)).bytes).toBeLessThan(1_024);
+        expect(await timed.runOnce()).not.toContain('checkpoint');
+      }),
+    120_000,
+  );
 });
