@@ -152,10 +152,12 @@ export async function openPglite(dir?: string, options: PgliteOptions = {}): Pro
       // was claimed by a process that died (SIGKILL, a crash, the machine) and nobody renews its
       // lease. It ends now, so the worker takes the job at once, not INGESTION_LEASE_MS after the
       // restart (measured: documents stayed `processing` 28 s after a restart). The attempt stays
-      // counted, as for any worker that died.
+      // counted, as for any worker that died. The same for webhook deliveries it was sending
+      // (their lease, 3 × WEBHOOK_TIMEOUT_MS + 5 s, held them 35 s with the defaults).
       if (dir !== undefined) {
         await client.exec(
-          `update ingestion_jobs set lease_expires_at = now() where status = 'running' and lease_expires_at > now()`,
+          `update ingestion_jobs set lease_expires_at = now() where status = 'running' and lease_expires_at > now();
+           update webhook_deliveries set lease_expires_at = now() where status = 'pending' and lease_expires_at > now()`,
         );
       }
       return applied;

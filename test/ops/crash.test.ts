@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { randomBase62 } from '../../src/db/ids.ts';
 import { call as request, type CallInit } from '../support/http.ts';
@@ -90,5 +92,71 @@ describe('SIGKILL of the embedded server while it ingests', () => {
     const fromLong = results.filter((r) => r.document_id === id).map((r) => r.content);
     expect(fromLong.length).toBeGreaterThan(0);
     expect(new Set(fromLong).size).toBe(fromLong.length);
+  }, 300_000);
+});
+
+describe('SIGKILL of the embedded server while it sends a webhook', () => {
+  it('the restart sends the interrupted delivery again at once, same webhook-id, not when its lease ends', async () => {
+    // A receiver that holds the first request open (the server dies with it in flight), then answers.
+    const received: { id: string; at: number }[] = [];
+    let hold = true;
+    const receiver = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        received.push({ id: String(req.headers['webhook-id']), at: Date.now() });
+        if (!hold) res.writeHead(200).end('ok');
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    const { port } = receiver.address() as AddressInfo;
+    try {
+      const env = {
+        DATA_DIR: scratch(),
+        RAGPORT_ADMIN_KEY: adminKey,
+        WEBHOOK_SIGNING_KEY: randomBase62(40),
+        WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+        // A lease of 3 × 60 s + 5 s: far longer than the test may wait.
+        WEBHOOK_TIMEOUT_MS: '60000',
+      };
+      const first = await startServerProcess(env);
+      running.push(first);
+      const hook = await call(first.url, '/api/v1/webhooks', {
+        method: 'POST',
+        json: { url: `http://127.0.0.1:${port}/events`, events: ['document.processed'] },
+      });
+      expect(hook.status).toBe(201);
+      expect(
+        (await call(first.url, '/api/v1/rag/collections', { method: 'POST', json: { name: 'hooks' } })).status,
+      ).toBe(201);
+      const upload = await call(first.url, '/api/v1/rag/collections/hooks/documents', {
+        method: 'POST',
+        json: { name: 'note.txt', content: 'A delivery in flight when the server dies.' },
+      });
+      expect(upload.status).toBe(202);
+      await waitUntil('the delivery in flight', async () => received.length > 0, { process: first, timeoutMs: 60_000 });
+      expect(await first.stop('SIGKILL')).toEqual({ code: null, signal: 'SIGKILL' });
+      hold = false;
+
+      const restarted = Date.now();
+      const second = await startServerProcess(env);
+      running.push(second);
+      await waitUntil('the delivery sent again', async () => received.length > 1, {
+        process: second,
+        timeoutMs: 60_000,
+      });
+      expect(received[1]?.id).toBe(received[0]?.id);
+      // Within the start and one poll of the sender, far from the 185 s lease.
+      expect((received[1]?.at ?? Infinity) - restarted).toBeLessThan(60_000);
+      const { id: hookId } = (await hook.json()) as { id: string };
+      await waitUntil('the log says delivered', async () => {
+        const log = (await (await call(second.url, `/api/v1/webhooks/${hookId}/deliveries`)).json()) as {
+          deliveries: { status: string; attempts: number }[];
+        };
+        return log.deliveries[0]?.status === 'delivered' && log.deliveries[0].attempts === 2;
+      });
+    } finally {
+      receiver.closeAllConnections();
+      receiver.close();
+    }
   }, 300_000);
 });
