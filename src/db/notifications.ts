@@ -78,13 +78,22 @@ export async function listen(options: ListenOptions): Promise<Listener> {
   };
 
   await connect();
+  /** The last statement sent on the connection, settled or not. */
+  let turn: Promise<unknown> = Promise.resolve();
   return {
     get live() {
       return live;
     },
-    query: async <T extends object>(text: string, values?: unknown[]) => {
-      if (current === undefined || !live) throw new Error('the listening connection is down');
-      return (await current.query<T>(text, values)).rows;
+    query: <T extends object>(text: string, values?: unknown[]) => {
+      // One statement at a time on the connection: pg queues overlapping ones itself but deprecates
+      // it (a DeprecationWarning at the first two key changes close together; an error under
+      // --throw-deprecation). Whether the connection is up is asked when the statement's turn comes.
+      const run = turn.then(async () => {
+        if (current === undefined || !live) throw new Error('the listening connection is down');
+        return (await current.query<T>(text, values)).rows;
+      });
+      turn = run.catch(() => undefined);
+      return run;
     },
     close: async () => {
       closed = true;
