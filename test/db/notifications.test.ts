@@ -31,14 +31,15 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)('statements on the listening con
   it('run one at a time, in the order sent, each with its own answer', async () => {
     let inFlight = 0;
     let most = 0;
-    const query = pg.Client.prototype.query;
+    // The method as pg defines it, called with each client as `this` below.
+    const query = Object.getOwnPropertyDescriptor(pg.Client.prototype, 'query')?.value as (...a: unknown[]) => unknown;
     const spy = vi.spyOn(pg.Client.prototype, 'query').mockImplementation(function (
       this: pg.Client,
       ...args: unknown[]
     ) {
       inFlight++;
       most = Math.max(most, inFlight);
-      const result = (query as (...a: unknown[]) => Promise<unknown>).apply(this, args);
+      const result = query.apply(this, args);
       const done = () => {
         inFlight--;
       };
