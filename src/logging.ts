@@ -100,10 +100,28 @@ function bounded(value: unknown, depth = 0): unknown {
   return out;
 }
 
-/** Errors as pino serialises them, with SQL, messages and parameters cut to size. */
+/**
+ * Errors as pino serialises them, with SQL, messages and parameters cut to size, and what caused
+ * them in a field of its own: a failed query's message is its SQL text first (`Failed query: …`),
+ * so cut to size it had lost the database's own message (`canceling statement …`) at its end.
+ */
 function boundedError(error: unknown): unknown {
   if (!(error instanceof Error)) return bounded(error);
-  return bounded({ ...pino.stdSerializers.err(error), message: messageWithCauses(error) });
+  const cause = error.cause instanceof Error ? error.cause : undefined;
+  const code = (cause as { code?: unknown } | undefined)?.code;
+  return bounded({
+    ...pino.stdSerializers.err(error),
+    message: messageWithCauses(error),
+    ...(cause === undefined
+      ? {}
+      : {
+          cause: {
+            type: cause.constructor.name,
+            message: messageWithCauses(cause),
+            ...(typeof code === 'string' || typeof code === 'number' ? { code } : {}),
+          },
+        }),
+  });
 }
 
 /** The last guard: a line that is still too long is replaced by a short one that says so. */

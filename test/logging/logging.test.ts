@@ -40,6 +40,23 @@ describe('log lines', () => {
     expect(parsed.err.query).toMatch(/more characters\]$/);
   });
 
+  it("a failed query's cause is said in a field of its own, whatever the length of its SQL", () => {
+    const { logger, lines } = capture();
+    const query = `select ${'x, '.repeat(3_000)}1`;
+    const cause = Object.assign(new Error('canceling statement due to user request'), { code: '57014' });
+    const failed = new FailedQuery(query, [1]);
+    Object.defineProperty(failed, 'cause', { value: cause });
+    logger.error({ err: failed }, 'request failed');
+    const parsed = JSON.parse(lines[0] as string) as { err: { message: string; cause: unknown } };
+    // The message is the SQL first, cut to size: the database's message is not in it.
+    expect(parsed.err.message).not.toContain('canceling statement');
+    expect(parsed.err.cause).toEqual({
+      type: 'Error',
+      message: 'canceling statement due to user request',
+      code: '57014',
+    });
+  });
+
   it('no line is longer than the cap, whatever is logged', () => {
     const { logger, lines } = capture();
     const wide = Object.fromEntries(Array.from({ length: 2_000 }, (_, i) => [`field${i}`, 'v'.repeat(100)]));
