@@ -113,7 +113,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'request_id' }),
     bodyLimit: config.bodyLimitBytes,
     trustProxy: config.trustProxy,
-    return503OnClosing: true,
+    // A request that reaches a connection still open while the server closes (its headers were
+    // on their way) is served like any other, its connection then closed: fastify's own 503 has
+    // neither of the contract's shapes, and the close waits for it anyway.
+    return503OnClosing: false,
     // Parameters are bounded by each route's schema (a 400 in the contract's shape), not by the
     // router's 100-character default, whose 414 has fastify's own body.
     routerOptions: { maxParamLength: 16_384 },

@@ -78,11 +78,16 @@ export async function listenWithAcceptors(
     throw error;
   }
   // Closing the HTTP server stops every acceptor at once (its 'close' event waits for open
-  // connections, too late: the others would go on accepting while it drains).
+  // connections, too late: the others would go on accepting while it drains). Its callback waits
+  // for theirs too: the HTTP server counts only the connections its own socket accepted, so it
+  // called back while requests on the others were still running, and a graceful stop closed the
+  // database and the model under them (500s, and answers cut by the exit).
   const closeServer = http.close.bind(http);
   http.close = (callback?: (err?: Error) => void) => {
-    void close();
-    return closeServer(callback);
+    const acceptorsClosed = close();
+    return closeServer((error?: Error) => {
+      void acceptorsClosed.then(() => callback?.(error));
+    });
   };
   return port;
 }

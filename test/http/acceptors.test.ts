@@ -3,7 +3,7 @@
  * server is taken in a few event-loop turns instead of one turn per connection, a port already
  * taken is still refused, and closing the server stops every acceptor.
  */
-import { createServer, get, type Server } from 'node:http';
+import { createServer, get, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { listenWithAcceptors } from '../../src/http/acceptors.ts';
@@ -97,6 +97,48 @@ describe('acceptors', () => {
       ),
     );
     expect(new Set(attempts)).toEqual(new Set(['ECONNREFUSED']));
+  });
+});
+
+describe('closing with several acceptors', () => {
+  it('calls back once the requests on every acceptor have been answered, not only on its own', async () => {
+    const http = createServer();
+    servers.push(http);
+    // Which socket took each connection: the HTTP server's own, or another acceptor (seen before
+    // the HTTP server makes itself every connection's server).
+    const takenBy = new WeakMap<Socket, unknown>();
+    http.prependListener('connection', (socket: Socket & { server?: unknown }) => takenBy.set(socket, socket.server));
+    let entered = 0;
+    let finished = 0;
+    // Answered at once on the HTTP server's own socket, later on the others.
+    http.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      entered++;
+      res.once('finish', () => (finished = performance.now()));
+      setTimeout(() => res.end('ok'), takenBy.get(req.socket) === http ? 0 : 400);
+    });
+    const port = await listenWithAcceptors(
+      http,
+      (reusePort) =>
+        new Promise<void>((resolve) => http.listen({ host: '127.0.0.1', port: 0, backlog: 1024, reusePort }, resolve)),
+      { host: '127.0.0.1', port: 0, acceptors: 16, backlog: 1024 },
+    );
+    const requests = Array.from(
+      { length: 32 },
+      () =>
+        new Promise<number | undefined>((resolve, reject) =>
+          get(`http://127.0.0.1:${port}/`, { agent: false }, (res) => {
+            res.resume();
+            res.once('end', () => resolve(res.statusCode));
+          }).once('error', reject),
+        ),
+    );
+    while (entered < 32) await new Promise((resolve) => setTimeout(resolve, 10));
+    const closed = await new Promise<number>((resolve) => http.close(() => resolve(performance.now())));
+    servers.splice(servers.indexOf(http), 1);
+    expect(await Promise.all(requests)).toEqual(requests.map(() => 200));
+    // Every answer was sent before the close called back.
+    expect(finished).toBeGreaterThan(0);
+    expect(finished).toBeLessThanOrEqual(closed);
   });
 });
 

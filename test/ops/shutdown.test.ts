@@ -1,4 +1,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -165,6 +167,85 @@ describe('SIGTERM on node src/server.ts', () => {
       mock.options.completionTokens = 12;
     }
   }, 90_000);
+
+  it('requests in flight on every connection are answered before anything closes, whichever acceptor took them', async () => {
+    // The default LISTEN_ACCEPTORS (64): most connections are taken by sockets other than the HTTP
+    // server's own, whose close did not wait for them, so the model and the database were closed
+    // under their requests (500 "Embedding model … was closed", "Cannot use a pool after calling
+    // end on the pool") and the exit cut the rest.
+    const server = await startServerProcess(serverEnv({ INGESTION_CONCURRENCY: '0', SHUTDOWN_TIMEOUT_MS: '30000' }));
+    running.push(server);
+    const port = Number(new URL(server.url).port);
+    // Local embeddings: seconds of work in all, queued on the model's threads.
+    const body = (i: number) =>
+      JSON.stringify({
+        model: 'sentence-transformers/all-MiniLM-L6-v2',
+        input: Array.from({ length: 24 }, (_, j) => `request ${i} text ${j}: a graceful stop answers what it accepted`),
+      });
+    // A connection of its own for each.
+    const answers = Array.from(
+      { length: 16 },
+      (_, i) =>
+        new Promise<string>((resolve) => {
+          const req = httpRequest(
+            {
+              host: '127.0.0.1',
+              port,
+              path: '/api/v1/embeddings',
+              method: 'POST',
+              agent: false,
+              headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
+            },
+            (res) => {
+              let text = '';
+              res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+              res.on('end', () => {
+                const parsed = JSON.parse(text) as { data?: unknown[]; error?: { message?: string } };
+                resolve(`${res.statusCode} ${parsed.data?.length ?? parsed.error?.message}`);
+              });
+              res.on('error', (error) => resolve(`cut: ${error.message}`));
+            },
+          );
+          req.on('error', (error: NodeJS.ErrnoException) => resolve(`cut: ${error.code ?? error.message}`));
+          req.end(body(i));
+        }),
+    );
+    // Every request received and waiting for the model.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    server.child.kill('SIGTERM');
+    expect(await Promise.all(answers)).toEqual(Array.from({ length: 16 }, () => '200 24'));
+    expect(await server.exited).toEqual({ code: 0, signal: null });
+  }, 120_000);
+
+  it('a request whose headers were on their way when the stop began is served, its connection then closed', async () => {
+    const server = await startServerProcess(serverEnv({ INGESTION_CONCURRENCY: '0', SHUTDOWN_TIMEOUT_MS: '30000' }));
+    running.push(server);
+    const port = Number(new URL(server.url).port);
+    // Something in flight, so the server drains for a while.
+    const busy = call(server.url, '/api/v1/embeddings', {
+      method: 'POST',
+      json: {
+        model: 'sentence-transformers/all-MiniLM-L6-v2',
+        input: Array.from({ length: 300 }, (_, i) => `text ${i}: keeps the model busy while the server drains`),
+      },
+    });
+    const socket = connect(port, '127.0.0.1');
+    await new Promise((resolve) => socket.once('connect', resolve));
+    let answer = '';
+    socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+    const ended = new Promise((resolve) => socket.once('close', resolve));
+    socket.write(`GET /api/v1/rag/collections HTTP/1.1\r\nHost: 127.0.0.1\r\n`);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    server.child.kill('SIGTERM');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    socket.write(`Authorization: Bearer ${adminKey}\r\n\r\n`);
+    await ended;
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+    expect(answer.toLowerCase()).toContain('connection: close');
+    expect(answer).toContain('"collections"');
+    expect((await busy).status).toBe(200);
+    expect(await server.exited).toEqual({ code: 0, signal: null });
+  }, 120_000);
 
   it('a ?wait=true request is answered 202 at once, not held until the deadline, and the server exits', async () => {
     // No worker in this process: nothing will settle the document before the server stops.
