@@ -1,4 +1,4 @@
-import { finished, type Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.ts';
 import type { Database } from '../db/client.ts';
@@ -54,15 +54,23 @@ export function createBackupService(deps: { database: Database; logger: Logger; 
       const { end, heldMs } = backup;
       const stream = archiveDataDir(backup.dataDir, end);
       // Read whole, abandoned by its client, or failed: backup mode ends (if the archive has not
-      // ended it already), and the next may begin.
-      finished(stream, (error) => {
+      // ended it already), and the next may begin. At its last byte, not at the stream's 'close'
+      // (what `finished` waits for): that comes after the archive's thread has been terminated,
+      // which on a busy machine took long enough for a client asking again at once to get a 409.
+      let settled = false;
+      const settle = (error?: Error) => {
+        if (settled) return;
+        settled = true;
         const fields = { held_ms: Math.round(heldMs), seconds: (clock() - begun.getTime()) / 1_000 };
         void end()
           .catch((endError: unknown) => logger.error({ err: endError }, 'the database could not leave backup mode'))
           .finally(() => (underway = false));
         if (error) logger.warn({ ...fields, err: error }, 'backup not read whole');
         else logger.info(fields, 'backup read');
-      });
+      };
+      stream.once('end', () => settle());
+      stream.once('error', (error: Error) => settle(error));
+      stream.once('close', () => settle(stream.readableEnded ? undefined : new Error('the download was abandoned')));
       const stamp = begun.toISOString().replace(/[:.]/g, '-');
       return { stream, fileName: `ragport-backup-${stamp}.tar.gz`, heldMs };
     },

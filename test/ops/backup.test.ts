@@ -6,13 +6,19 @@ import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Worker } from 'node:worker_threads';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { openPglite, type Database } from '../../src/db/client.ts';
 import { startTestApp } from '../support/app.ts';
 import { authError, call } from '../support/http.ts';
 import { startServerProcess, waitUntil, type RagportProcess } from '../support/processes.ts';
 import { scratchDirs } from '../support/scratch.ts';
 
 const run = promisify(execFile);
+const migrated = async (database: Database) => {
+  await database.migrate();
+  return database;
+};
 
 /** The `sh` blocks of docs/operations.md's Backups section: the download, then the restore. */
 function docsCommands(): [string, string] {
@@ -180,6 +186,30 @@ describe('backup where there is no embedded data directory', () => {
           : 'The embedded database runs in memory here (no data directory): there is nothing on disk to back up',
       );
     } finally {
+      await t.close();
+    }
+  });
+});
+
+describe('a backup read whole', () => {
+  it('frees the way at its last byte: asked again at once, the next is a 200, however long its thread takes to end', async () => {
+    const t = await startTestApp({ database: await openPglite(path.join(scratch(), 'pg')).then(migrated) });
+    // The archive's thread takes long to end, as on a busy machine (its `close` comes after that).
+    const real = Object.getOwnPropertyDescriptor(Worker.prototype, 'terminate')?.value as (
+      this: Worker,
+    ) => Promise<number>;
+    const terminate = vi.spyOn(Worker.prototype, 'terminate').mockImplementation(async function (this: Worker) {
+      await new Promise<void>((resolve) => setTimeout(resolve, 2_000));
+      return real.call(this);
+    });
+    try {
+      for (let i = 0; i < 3; i++) {
+        const backup = await t.request('/api/v1/backup');
+        expect(backup.status).toBe(200);
+        expect(Buffer.from(await backup.arrayBuffer()).subarray(0, 2)).toEqual(Buffer.from([0x1f, 0x8b]));
+      }
+    } finally {
+      terminate.mockRestore();
       await t.close();
     }
   });
