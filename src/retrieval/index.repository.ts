@@ -45,8 +45,9 @@ export function createIndexRepository(db: Db, options: { retireAbove?: number } 
    * 0), given the rows a removal just updated: left in place, they grew the table with every
    * distinct term a collection ever saw (order numbers, ids, names in documents since deleted).
    */
-  const dropEmptiedTerms = async (collectionId: string, updated: { term: string; df: number }[], tx: Db) => {
-    const gone = updated.filter((row) => Number(row.df) <= 0).map((row) => row.term);
+  /** Deletes the rows of `terms` (those a removal took to df 0), in the remover's transaction. */
+  const dropEmptiedTerms = async (collectionId: string, emptied: { term: string }[], tx: Db) => {
+    const gone = emptied.map((row) => row.term);
     if (gone.length === 0) return;
     await tx.execute(sql`
       delete from term_stats where collection_id = ${collectionId} and term = any(${sql.param(gone)}::text[]) and df <= 0`);
@@ -71,13 +72,16 @@ export function createIndexRepository(db: Db, options: { retireAbove?: number } 
         chunk_count = chunk_count - (select count(*) from chunks where ${ofDocument}),
         total_terms = total_terms - (select coalesce(sum(term_count), 0) from chunks where ${ofDocument})
       where collection_id = ${collectionId}`);
-    const emptied = await queryRows<{ term: string; df: number }>(
+    // Only the terms left without a chunk come back, not every term updated.
+    const emptied = await queryRows<{ term: string }>(
       tx,
-      sql`update term_stats s set df = s.df - g.n
-          from (select term, count(*)::int as n from chunk_terms
-                where chunk_id in (select id from chunks where ${ofDocument}) group by term) g
-          where s.collection_id = ${collectionId} and s.term = g.term
-          returning s.term, s.df`,
+      sql`with updated as (
+            update term_stats s set df = s.df - g.n
+            from (select term, count(*)::int as n from chunk_terms
+                  where chunk_id in (select id from chunks where ${ofDocument}) group by term) g
+            where s.collection_id = ${collectionId} and s.term = g.term
+            returning s.term, s.df)
+          select term from updated where df <= 0`,
     );
     await dropEmptiedTerms(collectionId, emptied, tx);
     await tx.execute(sql`delete from chunks where ${ofDocument}`);
@@ -111,12 +115,14 @@ export function createIndexRepository(db: Db, options: { retireAbove?: number } 
       update collection_stats set chunk_count = chunk_count - ${doomed.length}, total_terms = total_terms - ${terms}
       where collection_id = ${collectionId}`);
     // An upsert, so that each term is looked up in the primary key (every term is there).
-    const emptied = await queryRows<{ term: string; df: number }>(
+    const emptied = await queryRows<{ term: string }>(
       tx,
-      sql`insert into term_stats (collection_id, term, df)
-          select ${collectionId}, term, -count(*)::int from chunk_terms where chunk_id = any(${ids}::bigint[]) group by term
-          on conflict (collection_id, term) do update set df = term_stats.df + excluded.df
-          returning term, df`,
+      sql`with updated as (
+            insert into term_stats (collection_id, term, df)
+            select ${collectionId}, term, -count(*)::int from chunk_terms where chunk_id = any(${ids}::bigint[]) group by term
+            on conflict (collection_id, term) do update set df = term_stats.df + excluded.df
+            returning term, df)
+          select term from updated where df <= 0`,
     );
     await dropEmptiedTerms(collectionId, emptied, tx);
     await tx.execute(sql`delete from chunks where id = any(${ids}::bigint[])`);
