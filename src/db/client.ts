@@ -227,13 +227,35 @@ export interface PostgresOptions {
   onPoolError?: (error: Error) => void;
 }
 
-/** A PostgreSQL server through `pg`. Errors of idle connections (a server restart) never crash. */
+/**
+ * A PostgreSQL server through `pg`. A connection's error (a server restart, a terminated backend,
+ * a failover) never crashes the process, whether the connection is idle or checked out.
+ */
 export function openPostgres(options: PostgresOptions): Database {
   const pool = new pg.Pool({
     connectionString: options.url,
     max: options.poolSize,
     connectionTimeoutMillis: 5_000,
     idleTimeoutMillis: 30_000,
+  });
+  // The pool listens for errors of idle connections only: it removes its listener while a
+  // connection is checked out, and adds one for the time of a `pool.query`. A transaction holds
+  // its connection between statements with no listener, and an 'error' emitted then (the backend
+  // terminated while the transaction ran code) was unhandled and ended the process. Each
+  // connection has its own listener; the statement that next uses it fails with the connection's
+  // error (a 503), and releasing it with that error discards it.
+  const checkedOut = new WeakSet<pg.PoolClient>();
+  pool.on('acquire', (client) => checkedOut.add(client));
+  pool.on('release', (_error, client) => checkedOut.delete(client));
+  pool.on('connect', (client) => {
+    let reported = false;
+    client.on('error', (error) => {
+      // An idle connection's error reaches the pool's listener below. A terminated backend sends
+      // its reason, then the socket closes ("Connection terminated unexpectedly"): the first says why.
+      if (!checkedOut.has(client) || reported) return;
+      reported = true;
+      options.onPoolError?.(error);
+    });
   });
   pool.on('error', (error) => options.onPoolError?.(error));
   const db = drizzleNodePg(pool, { schema }) as unknown as Db;
@@ -311,7 +333,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
   }
 }
 
-/** The database as configured, with idle-connection failures logged instead of crashing. */
+/** The database as configured, with connection failures logged instead of crashing. */
 export function openConfiguredDatabase(
   config: { databaseUrl: string | undefined; dataDir: string; databasePoolSize: number },
   logger: { warn: (obj: object, msg: string) => void },
@@ -321,7 +343,7 @@ export function openConfiguredDatabase(
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
     poolSize: config.databasePoolSize,
-    onPoolError: (error) => logger.warn({ err: error }, 'idle database connection failed'),
+    onPoolError: (error) => logger.warn({ err: error }, 'database connection failed'),
     ...(onBroken ? { onBroken } : {}),
   });
 }
