@@ -2,7 +2,7 @@ import type { ChatCompletionMessageParam } from 'openai/resources/chat/completio
 import type { Logger } from 'pino';
 import type { ChatbotRow } from '../db/schema/chatbots.ts';
 import type { Caller } from '../gateway/gateway.service.ts';
-import { tokenCounter } from '../gateway/tokens.ts';
+import { counterFor, textOf } from '../gateway/tokens.ts';
 import { notFound } from '../errors.ts';
 import type { Principal } from '../keys/principal.ts';
 import type { RetrievalService } from '../retrieval/retrieval.service.ts';
@@ -95,15 +95,22 @@ export function createTurns({ retrieval, quota, repo, contextWindow, logger }: T
         }));
       }
       const window = contextWindow(bot.model);
+      const history = withinMemory(turn.history, bot.memoryLength);
+      // The messages may be long (a pasted document, a run of 200,000 characters without a
+      // space): counted first with pauses for other requests; the rest is short.
+      const counter = await counterFor([
+        ...history.map((h) => textOf(h.message.content)),
+        textOf(turn.message.content),
+      ]);
       const prompt = buildPrompt(
         {
           systemPrompt: systemPromptOf(bot),
           sources,
-          history: withinMemory(turn.history, bot.memoryLength),
+          history,
           message: turn.message,
           budget: window - turn.maxTokens,
         },
-        await tokenCounter(),
+        counter,
       );
       if (prompt.droppedMessages > 0 || prompt.droppedSources > 0) {
         logger.debug(

@@ -1,6 +1,6 @@
 import { AppError } from '../errors.ts';
 import type { EmbeddingBackend } from '../gateway/embeddings.ts';
-import { tokenCounter } from '../gateway/tokens.ts';
+import { counterFor } from '../gateway/tokens.ts';
 import type { EmbeddingModel, UsageSink } from './embeddings.types.ts';
 
 /** The upstream side of the embedding registry: the gateway's providers serving embedding models. */
@@ -88,7 +88,7 @@ function upstreamModel(
     // The provider's tokenizer is unknown; o200k_base counts close to OpenAI's and is only used
     // to size chunks, well inside any embedding model's window.
     async countTokens(texts) {
-      const count = await tokenCounter();
+      const count = await counterFor(texts);
       return texts.map((t) => count(t));
     },
   };
