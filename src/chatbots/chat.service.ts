@@ -43,15 +43,20 @@ export function createChatService({
 }: ChatServiceDeps) {
   return {
     async chat(principal: Principal, chatbotId: string, body: ChatBody, signal?: AbortSignal): Promise<ChatResponse> {
-      const bot = await chatbots.requireChatbot(principal, chatbotId);
-      const receivedAt = new Date(clock());
+      let bot = await chatbots.requireChatbot(principal, chatbotId);
       let existing;
       if (body.conversation_id != null) {
         existing = await conversations.find(body.conversation_id);
         if (existing?.chatbotId !== bot.id) throw notFound('Conversation not found');
       }
       let lock: HeldLock | undefined = existing === undefined ? undefined : await locks.acquire(existing.id, signal);
+      // The message's time is when its turn begins, after the turns it waited for, so the stored
+      // times follow the stored order.
+      const receivedAt = new Date(clock());
       try {
+        // A message that waited for the conversation is answered with the chatbot as it is now
+        // (a PUT while it waited applies to it), or not at all if the chatbot is gone.
+        if (lock !== undefined) bot = await chatbots.requireChatbot(principal, chatbotId);
         // Turns are stored in pairs, so the last user message is among the last two.
         const stored =
           existing === undefined ? [] : await conversations.recentMessages(existing.id, Math.max(bot.memoryLength, 2));
@@ -114,6 +119,11 @@ export function createChatService({
           throw error;
         }
         if (saved === undefined) {
+          // Deleted while the model answered (the chatbot with its conversations, or the conversation).
+          await chatbots.requireChatbot(principal, chatbotId);
+          if (existing !== undefined && (await conversations.find(existing.id)) === undefined) {
+            throw notFound('Conversation not found');
+          }
           throw new AppError({
             code: 'conflict',
             message: 'The conversation changed while this message was answered; send it again',

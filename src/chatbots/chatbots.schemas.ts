@@ -100,7 +100,11 @@ export const source = z.object({
 export type Source = z.infer<typeof source>;
 
 export const chatBody = z.object({
-  message: z.string().trim().min(1).max(200_000),
+  // Taken as sent: trimming cut the indentation of pasted code's first line.
+  message: z
+    .string()
+    .max(200_000)
+    .refine((text) => text.trim() !== '', { message: 'Must not be empty or whitespace only' }),
   conversation_id: z.string().min(1).max(100).nullish().describe('Omit to start a new conversation'),
 });
 export type ChatBody = z.infer<typeof chatBody>;

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { randomBase62 } from '../db/ids.ts';
-import { AppError } from '../errors.ts';
+import { AppError, notFound } from '../errors.ts';
 import type { ConversationsRepository } from './conversations.repository.ts';
 
 export interface LockSettings {
@@ -42,6 +42,8 @@ export function createConversationLocks(deps: {
       const deadline = Date.now() + settings.waitMs;
       let delay = settings.minPollMs;
       while (!(await repo.tryLock(conversationId, token, settings.leaseMs))) {
+        // Deleted meanwhile (with its chatbot, or on its own): no turn will ever free it.
+        if ((await repo.find(conversationId)) === undefined) throw notFound('Conversation not found');
         if (Date.now() >= deadline) {
           throw new AppError({
             code: 'conflict',

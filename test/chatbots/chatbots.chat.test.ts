@@ -258,4 +258,58 @@ describe('concurrent messages to one conversation', () => {
     expect((await say(h.t, bot.id, 'after crash', conversation_id)).response).toBe('re: after crash');
     expect((await conversation(conversation_id)).message_count).toBe(6);
   });
+
+  it('a message waiting for a conversation whose chatbot is deleted gets 404 at once, not a 409 after the wait', async () => {
+    const bot = await createChatbot(h.t);
+    const { conversation_id } = await say(h.t, bot.id, 'first');
+    await h.t.database.db.execute(
+      sql`update conversations set lock_token = 'elsewhere', locked_until = now() + interval '1 minute' where id = ${conversation_id}`,
+    );
+    const started = Date.now();
+    const pending = sendChat(h.t, bot.id, { message: 'waiting', conversation_id });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect((await h.t.request(`/api/v1/chatbot/${bot.id}`, { method: 'DELETE' })).status).toBe(200);
+    const answer = await pending;
+    expect(answer.status).toBe(404);
+    expect(await answer.json()).toEqual({ error: 'Conversation not found' });
+    // The wait is 120 s; the waiter saw the conversation go at its next poll.
+    expect(Date.now() - started).toBeLessThan(30_000);
+    expect(modelCalls(h.mock)).toHaveLength(1);
+  });
+
+  it('a message that waited is answered with the chatbot as it is when its turn comes, and stamped then', async () => {
+    const bot = await createChatbot(h.t, { system_prompt: 'OLD', memory_length: 10 });
+    const { conversation_id } = await say(h.t, bot.id, 'first');
+    await h.t.database.db.execute(
+      sql`update conversations set lock_token = 'elsewhere', locked_until = now() + interval '1 minute' where id = ${conversation_id}`,
+    );
+    const pending = say(h.t, bot.id, 'waiting', conversation_id);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const updated = await h.t.request(`/api/v1/chatbot/${bot.id}`, {
+      method: 'PUT',
+      json: { system_prompt: 'NEW', memory_length: 0 },
+    });
+    expect(updated.status).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await h.t.database.db.execute(
+      sql`update conversations set lock_token = null, locked_until = null where id = ${conversation_id}`,
+    );
+    expect((await pending).response).toBe('re: waiting');
+    expect(lastPrompt(h.mock)).toEqual([
+      { role: 'system', content: 'NEW' },
+      { role: 'user', content: 'waiting' },
+    ]);
+    // Stored times follow the stored order: the waiting message is stamped when its turn began.
+    const stored = (await conversation(conversation_id)).messages;
+    const times = stored.map((m) => Date.parse(m.timestamp));
+    expect(times).toEqual([...times].sort((a, b) => a - b));
+  });
+
+  it('takes the message as sent: leading and trailing white space reach the model and the record', async () => {
+    const bot = await createChatbot(h.t);
+    const code = '    if x:\n        return 1\n';
+    const { conversation_id } = await say(h.t, bot.id, code);
+    expect(lastPrompt(h.mock).at(-1)).toEqual({ role: 'user', content: code });
+    expect((await conversation(conversation_id)).messages[0]?.content).toBe(code);
+  });
 });
