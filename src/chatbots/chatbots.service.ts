@@ -2,7 +2,7 @@ import type { CollectionsService } from '../collections/collections.service.ts';
 import { newId } from '../db/ids.ts';
 import type { ChatbotRow } from '../db/schema/chatbots.ts';
 import type { ConversationRow } from '../db/schema/conversations.ts';
-import type { MessageRow } from '../db/schema/messages.ts';
+import type { MessageRow, StoredSource } from '../db/schema/messages.ts';
 import { AppError, notFound } from '../errors.ts';
 import { rerankModelNotFound } from '../gateway/rerank.ts';
 import { canUseCollection, hasScope, type Principal } from '../keys/principal.ts';
@@ -92,6 +92,29 @@ function columnsOf(body: UpdateChatbotBody): ChatbotPatch {
 const visibleTo = (principal: Principal, row: ChatbotRow): boolean =>
   row.ownerKeyId === principal.keyId ||
   (hasScope(principal, 'admin') && (row.ragCollection === null || canUseCollection(principal, row.ragCollection)));
+
+/**
+ * What a stored conversation may show a key restricted to collections: the sources of collections
+ * it may use. A chatbot's collection can change (and a key's restriction narrow) after a turn
+ * quoted another collection, whose text would otherwise stay readable through the conversation.
+ * A source whose document is gone (or its collection) is dropped too: where it came from is no
+ * longer known.
+ */
+async function sourcesWithinReach<M extends { sources: StoredSource[] | null }>(
+  conversations: Pick<ConversationsRepository, 'collectionsOfDocuments'>,
+  principal: Principal,
+  messages: M[],
+): Promise<M[]> {
+  if (principal.collections === null) return messages;
+  const ids = new Set(messages.flatMap((m) => (m.sources ?? []).map((s) => s.document_id)));
+  if (ids.size === 0) return messages;
+  const collectionOf = await conversations.collectionsOfDocuments([...ids]);
+  const allowed = (source: StoredSource) => {
+    const name = collectionOf.get(source.document_id);
+    return name !== undefined && canUseCollection(principal, name);
+  };
+  return messages.map((m) => (m.sources === null ? m : { ...m, sources: m.sources.filter(allowed) }));
+}
 
 /** Chatbot records, owned by the key that created them; an admin key sees and uses every one it may. */
 export function createChatbotsService({
@@ -198,7 +221,8 @@ export function createChatbotsService({
       await requireChatbot(principal, row.chatbotId).catch(() => {
         throw notFound(CONVERSATION_NOT_FOUND);
       });
-      return { ...toSummary(row), messages: (await conversations.messages(row.id)).map(toMessage) };
+      const stored = (await conversations.messages(row.id)).map(toMessage);
+      return { ...toSummary(row), messages: await sourcesWithinReach(conversations, principal, stored) };
     },
   };
 }

@@ -1,5 +1,5 @@
 import { and, asc, count, desc, eq, isNull, lt, or, sql } from '../db/orm.ts';
-import type { Db } from '../db/client.ts';
+import { queryRows, type Db } from '../db/client.ts';
 import { conversations, type ConversationRow } from '../db/schema/conversations.ts';
 import { messages, type MessageRow, type StoredSource } from '../db/schema/messages.ts';
 
@@ -21,6 +21,17 @@ const lease = (leaseMs: number) => sql`now() + ${leaseMs}::int * interval '1 mil
 
 export function createConversationsRepository(db: Db) {
   return {
+    /** The collection (by name) of each of these documents that still exists in a live collection. */
+    async collectionsOfDocuments(documentIds: readonly string[]): Promise<Map<string, string>> {
+      if (documentIds.length === 0) return new Map();
+      const rows = await queryRows<{ id: string; name: string }>(
+        db,
+        sql`select d.id, c.name from documents d join collections c on c.id = d.collection_id
+            where d.id = any(${sql.param([...documentIds])}::text[]) and c.deleted_at is null`,
+      );
+      return new Map(rows.map((r) => [r.id, r.name]));
+    },
+
     async find(id: string): Promise<ConversationRow | undefined> {
       const [row] = await db.select().from(conversations).where(eq(conversations.id, id)).limit(1);
       return row;

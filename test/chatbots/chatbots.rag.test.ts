@@ -253,3 +253,44 @@ describe('the prompt budget', () => {
     expect(await sent('mock-chat')).toHaveLength(messages.length + 1);
   });
 });
+
+describe('stored sources and keys restricted to collections', () => {
+  it("a conversation shows a restricted key only the sources of collections it may use, after the chatbot's collection changed", async () => {
+    await createCollection(h.t, 'other-kb');
+    const upload = await h.t.request('/api/v1/rag/collections/other-kb/documents?wait=true', {
+      method: 'POST',
+      json: { name: 'plain.txt', content: 'Plain notes about gardening, compost and tomato seedlings.' },
+    });
+    expect(upload.status).toBe(200);
+    // An unrestricted owner's chatbot quotes kb, then moves to other-kb.
+    const owner = await h.t.createKey({ name: 'bot-owner', scopes: ['read', 'write', 'chat'] });
+    const bot = await rag({ rag_similarity_threshold: 0 }, owner.key);
+    const first = await say(h.t, bot.id, 'What did lighthouse keepers do?', undefined, owner.key);
+    expect(titles(first.sources)).toContain('lighthouses.txt');
+    const moved = await h.t.request(`/api/v1/chatbot/${bot.id}`, {
+      method: 'PUT',
+      key: owner.key,
+      json: { rag_collection: 'other-kb' },
+    });
+    expect(moved.status).toBe(200);
+    const second = await say(h.t, bot.id, 'What about tomato seedlings?', first.conversation_id, owner.key);
+    expect(titles(second.sources)).toContain('plain.txt');
+
+    const read = async (key: string) => {
+      const response = await h.t.request(`/api/v1/chatbot/conversations/${first.conversation_id}`, { key });
+      expect(response.status).toBe(200);
+      return (await response.json()) as ConversationDetail;
+    };
+    // An admin key restricted to other-kb sees the chatbot (its collection is other-kb) and the
+    // conversation, but none of kb's text.
+    const narrow = await h.t.createKey({ name: 'narrow-admin-2', scopes: ['admin'], collections: ['other-kb'] });
+    const seen = await read(narrow.key);
+    expect(seen.messages).toHaveLength(4);
+    expect(seen.messages[1]?.sources).toEqual([]);
+    expect(titles(seen.messages[3]?.sources ?? [])).toEqual(titles(second.sources));
+    expect(JSON.stringify(seen)).not.toContain('Lighthouse keepers tended');
+    // The owner, unrestricted, sees every source as stored.
+    const whole = await read(owner.key);
+    expect(whole.messages[1]?.sources).toEqual(first.sources);
+  });
+});
