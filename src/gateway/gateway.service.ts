@@ -6,7 +6,7 @@ import type {
 } from 'openai/resources/chat/completions';
 import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
-import { checkTokenQuota, type TokenQuota } from '../usage/quota.ts';
+import type { TokenQuota } from '../usage/quota.ts';
 import type { UsageRecorder } from '../usage/usage.recorder.ts';
 import { asAppError } from './gateway.errors.ts';
 import { tokenCount, UpstreamFailure, type StreamEvent, type Usage } from './providers/provider.ts';
@@ -99,12 +99,19 @@ export function createGatewayService({ registry, retry, usage, quota, logger, on
       param: 'model',
     });
 
-  /** Providers for the model, after the token quota check: both before any upstream call. */
-  const prepare = async (model: string, caller: Caller | undefined): Promise<Candidate[]> => {
+  /**
+   * Providers for the model, after the token quota admitted the call (counted in flight until
+   * `release`): both before any upstream call.
+   */
+  const prepare = async (
+    model: string,
+    caller: Caller | undefined,
+  ): Promise<{ candidates: Candidate[]; release: () => void }> => {
     const candidates = await registry.candidates(model, 'chat');
     if (candidates.length === 0) throw modelNotFound(model);
-    if (caller !== undefined) await checkTokenQuota(quota, caller.keyId, caller.tokensPerMonth);
-    return candidates;
+    const release =
+      caller?.tokensPerMonth == null ? () => undefined : await quota.admitCall(caller.keyId, caller.tokensPerMonth);
+    return { candidates, release };
   };
 
   const record = (caller: Caller | undefined, model: string, used: Usage) => {
@@ -120,29 +127,33 @@ export function createGatewayService({ registry, retry, usage, quota, logger, on
       options: CallOptions = {},
     ): Promise<CompletionResult> {
       const { signal, caller } = options;
-      const candidates = await prepare(params.model, caller);
-      const target = registry.target(params.model);
-      const upstreamParams = target === params.model ? params : { ...params, model: target };
-      let provider = '';
-      let raw;
+      const { candidates, release } = await prepare(params.model, caller);
       try {
-        raw = await withFailover(
-          candidates,
-          (p) => {
-            provider = p.name;
-            return p.complete(upstreamParams, signal);
-          },
-          context(params.model, signal),
-        );
-      } catch (error) {
-        throw asAppError(error);
+        const target = registry.target(params.model);
+        const upstreamParams = target === params.model ? params : { ...params, model: target };
+        let provider = '';
+        let raw;
+        try {
+          raw = await withFailover(
+            candidates,
+            (p) => {
+              provider = p.name;
+              return p.complete(upstreamParams, signal);
+            },
+            context(params.model, signal),
+          );
+        } catch (error) {
+          throw asAppError(error);
+        }
+        const used = fromUpstream(raw.completion.usage) ?? {
+          promptTokens: await countPromptTokens(params.messages),
+          completionTokens: await countTextTokens(completionText(raw.completion)),
+        };
+        record(caller, params.model, used);
+        return { body: raw.body, completion: raw.completion, provider, usage: used };
+      } finally {
+        release();
       }
-      const used = fromUpstream(raw.completion.usage) ?? {
-        promptTokens: await countPromptTokens(params.messages),
-        completionTokens: await countTextTokens(completionText(raw.completion)),
-      };
-      record(caller, params.model, used);
-      return { body: raw.body, completion: raw.completion, provider, usage: used };
     },
 
     /**
@@ -152,7 +163,7 @@ export function createGatewayService({ registry, retry, usage, quota, logger, on
      */
     async stream(params: ChatCompletionCreateParamsStreaming, options: CallOptions = {}): Promise<ChatStream> {
       const { signal, caller } = options;
-      const candidates = await prepare(params.model, caller);
+      const { candidates, release } = await prepare(params.model, caller);
       const upstreamParams: ChatCompletionCreateParamsStreaming = {
         ...params,
         model: registry.target(params.model),
@@ -170,6 +181,7 @@ export function createGatewayService({ registry, retry, usage, quota, logger, on
           context(params.model, signal),
         );
       } catch (error) {
+        release();
         throw asAppError(error);
       }
       const { events, first } = opened;
@@ -198,6 +210,7 @@ export function createGatewayService({ registry, retry, usage, quota, logger, on
             completionTokens: await countTextTokens(texts),
           };
           record(caller, params.model, final);
+          release();
         }
       }
 

@@ -15,6 +15,8 @@ export interface UsageRecorder {
   record(event: UsageEvent): void;
   /** Tokens this process recorded for the key since it started, written or not. */
   tokensRecorded(keyId: string): number;
+  /** Calls this process recorded for the key since it started. */
+  callsRecorded(keyId: string): number;
   /** Tokens recorded for the key and not yet in the database. */
   tokensPending(keyId: string): number;
   /** Writes everything recorded so far; rejects if the write fails (the counts stay queued). */
@@ -50,6 +52,7 @@ export function createBatchedUsageRecorder(options: BatchedRecorderOptions): Usa
   const { repo, clock, logger } = options;
   let pending = new Map<string, UsageDelta>();
   const recorded = new Map<string, number>();
+  const calls = new Map<string, number>();
   const waiting = new Map<string, number>();
   let dayEnd = 0;
   let day = '';
@@ -133,6 +136,7 @@ export function createBatchedUsageRecorder(options: BatchedRecorderOptions): Usa
       }
       const tokens = event.promptTokens + event.completionTokens;
       recorded.set(event.keyId, (recorded.get(event.keyId) ?? 0) + tokens);
+      calls.set(event.keyId, (calls.get(event.keyId) ?? 0) + 1);
       waiting.set(event.keyId, (waiting.get(event.keyId) ?? 0) + tokens);
       merge({
         keyId: event.keyId,
@@ -145,6 +149,7 @@ export function createBatchedUsageRecorder(options: BatchedRecorderOptions): Usa
       if (closed || pending.size >= options.maxPendingRows) background();
     },
     tokensRecorded: (keyId) => recorded.get(keyId) ?? 0,
+    callsRecorded: (keyId) => calls.get(keyId) ?? 0,
     tokensPending: (keyId) => waiting.get(keyId) ?? 0,
     flush,
     async close() {

@@ -29,13 +29,16 @@ export function createUsageRepository(db: Db) {
         });
     },
 
-    /** Prompt plus completion tokens of a key from `firstDay` (inclusive) on. */
-    async tokensSince(keyId: string, firstDay: string, trx: Db = db): Promise<number> {
+    /** Prompt plus completion tokens, and requests, of a key from `firstDay` (inclusive) on. */
+    async usageSince(keyId: string, firstDay: string, trx: Db = db): Promise<{ tokens: number; requests: number }> {
       const [row] = await trx
-        .select({ tokens: sql<string | null>`sum(${usageDaily.promptTokens} + ${usageDaily.completionTokens})` })
+        .select({
+          tokens: sql<string | null>`sum(${usageDaily.promptTokens} + ${usageDaily.completionTokens})`,
+          requests: sql<string | null>`sum(${usageDaily.requests})`,
+        })
         .from(usageDaily)
         .where(and(eq(usageDaily.keyId, keyId), gte(usageDaily.day, firstDay)));
-      return Number(row?.tokens ?? 0);
+      return { tokens: Number(row?.tokens ?? 0), requests: Number(row?.requests ?? 0) };
     },
   };
 }

@@ -141,6 +141,39 @@ describe('usage accounting', () => {
     expect((await chat(k.key, 'mock-chat', 'a')).status).toBe(403);
   });
 
+  it("calls in flight reserve the key's mean call size: concurrent calls do not run far past the quota", async () => {
+    const k = await t.createKey({ name: 'concurrent', scopes: ['chat'], quota: { tokens_per_month: 100 } });
+    expect((await chat(k.key, 'mock-chat', 'a')).status).toBe(200); // 1 + 4 = 5 tokens: the mean call
+    mock.options.latencyMs = 300;
+    try {
+      const answers = await Promise.all(
+        Array.from({ length: 40 }, (_, i) => chat(k.key, 'mock-chat', 'a', i % 2 === 0)),
+      );
+      const served = answers.filter((r) => r.status === 200);
+      const refused = answers.filter((r) => r.status !== 200);
+      for (const r of refused) {
+        expect(r.status).toBe(403);
+        expect(((await r.json()) as { error: { code: string } }).error.code).toBe('quota_exceeded');
+      }
+      await Promise.all(served.map((r) => r.text()));
+      // 5 used, then 19 calls of 5 reach 100: every call admitted at once used to run (40, 205 tokens).
+      expect(served.length).toBe(19);
+    } finally {
+      mock.options.latencyMs = 0;
+    }
+    await t.app.usage.flush();
+    const usage = (await (await t.request(`/api/v1/keys/${k.id}/usage`)).json()) as {
+      quota: { tokens_per_month: { used: number } };
+    };
+    expect(usage.quota.tokens_per_month.used).toBe(100);
+    // Nothing stays reserved: the next call is refused for the month's use, not for calls in flight.
+    const after = await chat(k.key, 'mock-chat', 'a');
+    expect(after.status).toBe(403);
+    expect(((await after.json()) as { error: { message: string } }).error.message).toBe(
+      'Monthly token quota of this API key exceeded (100 of 100)',
+    );
+  });
+
   it('flushes on close: no counts are lost when the server stops', async () => {
     const own: TestDatabase = await openTestDatabase();
     const app = await startTestApp({

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { AppError } from '../../src/errors.ts';
-import { checkTokenQuota } from '../../src/usage/quota.ts';
+import { checkTokenQuota, createTokenQuota } from '../../src/usage/quota.ts';
 
 /** A quota that has seen `used` tokens this month, and counts its reads. */
 function quotaAt(used: number) {
@@ -29,5 +29,68 @@ describe('checkTokenQuota', () => {
       code: 'quota_exceeded',
       message: 'Monthly token quota of this API key exceeded (10 of 10)',
     });
+  });
+});
+
+/** A quota over a recorder double: `calls` calls of `tokens` recorded here, `stored` in the database. */
+function inFlightQuota(opts: { calls?: number; tokens?: number; stored?: { tokens: number; requests: number } }) {
+  let now = Date.UTC(2026, 10, 22, 12);
+  const quota = createTokenQuota({
+    // The database holds what this process recorded (flushed) plus `stored` from earlier ones.
+    repo: {
+      usageSince: async () => ({
+        tokens: (opts.calls ?? 0) * (opts.tokens ?? 0) + (opts.stored?.tokens ?? 0),
+        requests: (opts.calls ?? 0) + (opts.stored?.requests ?? 0),
+      }),
+    },
+    recorder: {
+      tokensRecorded: () => (opts.calls ?? 0) * (opts.tokens ?? 0),
+      callsRecorded: () => opts.calls ?? 0,
+      tokensPending: () => 0,
+    },
+    clock: () => now,
+    ttlMs: 5_000,
+  });
+  return { quota, advance: (ms: number) => (now += ms) };
+}
+
+describe('calls in flight', () => {
+  it("reserve the key's mean call size: admitted until they would reach the quota, again once one ends", async () => {
+    const { quota } = inFlightQuota({ calls: 2, tokens: 10 }); // 20 used, 10 a call
+    const held = [];
+    for (let i = 0; i < 8; i++) held.push(await quota.admitCall('key_a', 100));
+    await expect(quota.admitCall('key_a', 100)).rejects.toMatchObject({
+      code: 'quota_exceeded',
+      message:
+        'Monthly token quota of this API key would be exceeded by the calls in flight (20 of 100 used, 8 call(s) of about 10 tokens running)',
+    });
+    held.pop()?.();
+    held.push(await quota.admitCall('key_a', 100));
+    // Another key is not touched by these.
+    await expect(quota.admitCall('key_b', 100)).resolves.toBeTypeOf('function');
+  });
+
+  it('a call alone is admitted below the quota, however large calls are', async () => {
+    const { quota } = inFlightQuota({ calls: 1, tokens: 90 });
+    const release = await quota.admitCall('key_a', 100);
+    await expect(quota.admitCall('key_a', 100)).rejects.toMatchObject({ code: 'quota_exceeded' });
+    release();
+    await expect(quota.admitCall('key_a', 100)).resolves.toBeTypeOf('function');
+  });
+
+  it("take the month's mean from the database before this process saw a call; none known, none reserved", async () => {
+    const known = inFlightQuota({ stored: { tokens: 40, requests: 4 } }).quota; // 40 used, 10 a call
+    for (let i = 0; i < 6; i++) await known.admitCall('key_a', 100);
+    await expect(known.admitCall('key_a', 100)).rejects.toMatchObject({ code: 'quota_exceeded' });
+    const fresh = inFlightQuota({}).quota;
+    for (let i = 0; i < 50; i++) await fresh.admitCall('key_a', 100);
+  });
+
+  it('a reservation never released stops counting after 10 minutes', async () => {
+    const { quota, advance } = inFlightQuota({ calls: 1, tokens: 50 });
+    await quota.admitCall('key_a', 100); // 50 used, one of 50 running: a second would reach 150
+    await expect(quota.admitCall('key_a', 100)).rejects.toMatchObject({ code: 'quota_exceeded' });
+    advance(10 * 60_000);
+    await expect(quota.admitCall('key_a', 100)).resolves.toBeTypeOf('function');
   });
 });
