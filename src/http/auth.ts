@@ -26,6 +26,10 @@ const failureMessages: Record<Exclude<AuthOutcome, { ok: true }>['reason'] | 'mi
   expired: 'API key has expired',
 };
 
+/** Beyond this many blocked addresses, expired ones are dropped as new ones come. */
+const MAX_BLOCKED_ADDRESSES = 10_000;
+const ADDRESS_PREFIX = addressSubject('');
+
 function bearerToken(header: string | undefined): string | undefined {
   if (header === undefined) return undefined;
   const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
@@ -40,8 +44,22 @@ export function installAuth(app: FastifyInstance, deps: AuthDeps): void {
   const { keys, limiter, clock } = deps;
   const addressWindows = unauthenticatedWindows(deps.unauthenticatedPerMinute);
   // Addresses that used up their failed-auth budget, until the window resets: refused before any
-  // key lookup without a store round trip. The shared counter stays the source of truth.
+  // key lookup without a store round trip. The shared counter stays the source of truth. With a
+  // shared store, an instance that refuses an address tells the others, which refuse its valid
+  // keys too (otherwise an instance that had answered the address only with 401s served them).
   const blockedAddresses = new Map<string, number>();
+  const block = (address: string, untilMs: number) => {
+    if ((blockedAddresses.get(address) ?? 0) >= untilMs) return false;
+    if (blockedAddresses.size >= MAX_BLOCKED_ADDRESSES) {
+      const now = clock();
+      for (const [a, until] of blockedAddresses) if (until <= now) blockedAddresses.delete(a);
+    }
+    blockedAddresses.set(address, untilMs);
+    return true;
+  };
+  limiter.refusals?.subscribe((subject, untilMs) => {
+    if (subject.startsWith(ADDRESS_PREFIX) && untilMs > clock()) block(subject.slice(ADDRESS_PREFIX.length), untilMs);
+  });
 
   const applyHeaders = (reply: FastifyReply, outcome: LimitOutcome) => {
     const window = decisiveWindow(outcome);
@@ -63,7 +81,8 @@ export function installAuth(app: FastifyInstance, deps: AuthDeps): void {
     const outcome = await limiter.consume(addressSubject(request.ip), addressWindows, now);
     applyHeaders(reply, outcome);
     if (!outcome.allowed) {
-      blockedAddresses.set(request.ip, (blockingWindow(outcome)?.resetAt ?? 0) * 1000);
+      const until = (blockingWindow(outcome)?.resetAt ?? 0) * 1000;
+      if (block(request.ip, until)) limiter.refusals?.announce(addressSubject(request.ip), until);
       throw tooMany(outcome, now);
     }
     throw new AppError({ code: 'invalid_api_key', message });

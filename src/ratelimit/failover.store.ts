@@ -39,6 +39,7 @@ export function withFailover(
 
   return {
     name: shared.name,
+    ...(shared.refusals === undefined ? {} : { refusals: shared.refusals }),
     consume: (subject: string, windows: readonly LimitWindow[], nowMs: number) =>
       attempt((s) => s.consume(subject, windows, nowMs)),
     peek: (subject: string, windows: readonly LimitWindow[], nowMs: number) =>

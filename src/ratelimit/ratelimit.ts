@@ -29,8 +29,21 @@ export interface LimitOutcome {
   windows: WindowState[];
 }
 
+/**
+ * How instances sharing a store tell each other which subjects they refuse and until when (an
+ * address over the unauthenticated limit): each keeps the refusal in memory, so that a valid key
+ * from that address is refused without a store round trip, on every instance alike.
+ */
+export interface RefusalChannel {
+  /** Best effort: an instance that misses it still refuses the subject after its own refusal. */
+  announce(subject: string, untilMs: number): void;
+  subscribe(listener: (subject: string, untilMs: number) => void): void;
+}
+
 export interface RateLimitStore {
   readonly name: string;
+  /** A shared store's channel between instances; absent on a store of one instance. */
+  readonly refusals?: RefusalChannel;
   /** Counts one request in every window if none is exhausted; counts nothing otherwise. */
   consume(subject: string, windows: readonly LimitWindow[], nowMs: number): Promise<LimitOutcome>;
   /** The current state without counting. */

@@ -1,5 +1,12 @@
 import { Redis } from 'ioredis';
-import { counterKey, outcomeFrom, type LimitOutcome, type LimitWindow, type RateLimitStore } from './ratelimit.ts';
+import {
+  counterKey,
+  outcomeFrom,
+  type LimitOutcome,
+  type LimitWindow,
+  type RateLimitStore,
+  type RefusalChannel,
+} from './ratelimit.ts';
 
 /**
  * One script checks every window of a subject and, only if none is exhausted, counts the
@@ -23,6 +30,20 @@ if allowed and ARGV[2 * n + 1] == '1' then
 end
 return counts
 `;
+
+const REFUSALS_CHANNEL = 'ragport:refusals';
+
+function parseRefusal(message: string): { subject: string; until: number } | undefined {
+  try {
+    const value = JSON.parse(message) as { subject?: unknown; until?: unknown };
+    if (typeof value.subject === 'string' && typeof value.until === 'number' && Number.isFinite(value.until)) {
+      return { subject: value.subject, until: value.until };
+    }
+  } catch {
+    // Not ours: ignored.
+  }
+  return undefined;
+}
 
 interface ScriptedRedis extends Redis {
   ragportLimit(numKeys: number, ...args: (string | number)[]): Promise<number[]>;
@@ -64,9 +85,31 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
     return outcomeFrom(windows, counts, nowMs, count);
   };
 
+  let subscriber: Redis | undefined;
+  const listeners = new Set<(subject: string, untilMs: number) => void>();
+  const refusals: RefusalChannel = {
+    announce: (subject, untilMs) => {
+      client.publish(REFUSALS_CHANNEL, JSON.stringify({ subject, until: untilMs })).catch(() => undefined);
+    },
+    subscribe: (listener) => {
+      listeners.add(listener);
+      if (subscriber !== undefined) return;
+      // A connection of its own (a subscribed one takes no other commands), which queues its
+      // SUBSCRIBE until connected and subscribes again after every reconnection.
+      subscriber = client.duplicate({ enableOfflineQueue: true, autoResubscribe: true });
+      subscriber.on('error', () => undefined);
+      subscriber.on('message', (_channel: string, message: string) => {
+        const refusal = parseRefusal(message);
+        if (refusal !== undefined) for (const l of listeners) l(refusal.subject, refusal.until);
+      });
+      subscriber.subscribe(REFUSALS_CHANNEL).catch(() => undefined);
+    },
+  };
+
   return {
     name: 'redis',
     client,
+    refusals,
     consume: (subject, windows, nowMs): Promise<LimitOutcome> => run(subject, windows, nowMs, true),
     peek: (subject, windows, nowMs): Promise<LimitOutcome> => run(subject, windows, nowMs, false),
     health: () => ({ ok: client.status === 'ready', detail: `redis ${client.status}` }),
@@ -86,6 +129,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
     },
     close: async () => {
       client.disconnect();
+      subscriber?.disconnect();
     },
   };
 }

@@ -26,8 +26,14 @@ describe('two instances sharing one database and one Redis', () => {
   beforeAll(async () => {
     db = await openTestDatabase();
     stores.push(await sharedStore(), await sharedStore());
-    a = await startTestApp({ database: db.database, limiter: stores[0], clock });
-    b = await startTestApp({ database: db.database, limiter: stores[1], clock, config: { adminKey: a.adminKey } });
+    // Behind a proxy, so that each test request can come from an address of its own.
+    a = await startTestApp({ database: db.database, limiter: stores[0], clock, config: { trustProxy: true } });
+    b = await startTestApp({
+      database: db.database,
+      limiter: stores[1],
+      clock,
+      config: { adminKey: a.adminKey, trustProxy: true },
+    });
   });
   afterAll(async () => {
     await a.close();
@@ -51,6 +57,31 @@ describe('two instances sharing one database and one Redis', () => {
     expect(statuses.filter((s) => s === 200)).toHaveLength(30);
     expect(statuses.filter((s) => s === 429)).toHaveLength(70);
     await Promise.all(responses.map((r) => r.arrayBuffer()));
+  });
+
+  it('an address over the unauthenticated limit is refused, valid key or not, on every instance', async () => {
+    clock.set(clock() - (clock() % 60_000));
+    const k = await a.createKey({ name: 'from-a-busy-address', scopes: ['admin'] });
+    const octet = () => Math.floor(Math.random() * 250);
+    const headers = { 'x-forwarded-for': `10.${octet()}.${octet()}.${octet()}` };
+    // A answers the address's first 60 guesses with 401: it never refuses the address itself.
+    for (let i = 0; i < 60; i++) {
+      expect((await a.request('/api/v1/keys', { key: `rpk_${'D'.repeat(40)}`, headers })).status).toBe(401);
+    }
+    expect((await a.request('/api/v1/keys', { key: k.key, headers })).status).toBe(200);
+    // The 61st, on B, is over the shared count: B refuses the address, and tells A.
+    expect((await b.request('/api/v1/keys', { key: `rpk_${'D'.repeat(40)}`, headers })).status).toBe(429);
+    expect((await b.request('/api/v1/keys', { key: k.key, headers })).status).toBe(429);
+    let onA = 0;
+    for (let i = 0; i < 40 && onA !== 429; i++) {
+      onA = (await a.request('/api/v1/keys', { key: k.key, headers })).status;
+      if (onA !== 429) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(onA).toBe(429);
+    // Other addresses are served; the address is again once the minute resets.
+    expect((await a.request('/api/v1/keys', { key: k.key })).status).toBe(200);
+    clock.advance(60_000);
+    expect((await a.request('/api/v1/keys', { key: k.key, headers })).status).toBe(200);
   });
 
   it('a key revoked on one instance is rejected on the other at once', async () => {
