@@ -95,6 +95,13 @@ function compiler(where: string) {
   };
 
   const condition = (key: string, spec: unknown): SQL => {
+    // A Mongo-style {"$or": [...]} read as a metadata field named "$or" matched nothing, silently.
+    if (key.startsWith('$')) {
+      throw invalid(
+        `${key}: an operator goes under a metadata key ({"field": {"$in": [...]}}); the keys of filters ` +
+          'are all required together, and $and, $or and $not are not supported',
+      );
+    }
     const path = key.split('.');
     if (path.some((p) => p === '')) throw invalid(`${key}: empty key`);
     if (path.length > filterLimits.pathSegments) {

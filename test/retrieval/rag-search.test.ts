@@ -94,6 +94,9 @@ describe('tool-calling errors', () => {
       { similarity_threshold: 2 },
       { mode: 'fuzzy' },
       { filters: { x: { $regex: 'a' } } },
+      // Mongo's logical operators are not supported: refused, not read as a field named "$or".
+      { filters: { $or: [{ x: 1 }] } },
+      { filters: { $and: [{ x: 1 }, { y: 2 }] } },
     ]) {
       const r = await search({ query: 'cats', collection: 'kb', ...bad });
       expect(r.status, JSON.stringify(bad)).toBe(400);
