@@ -44,6 +44,7 @@ export const envSchema = z.object({
   EMBEDDING_DTYPE: z.enum(['q8', 'fp32']).default('q8'),
   EMBEDDING_THREADS: positiveInt.optional(),
   UPLOAD_LIMIT_BYTES: positiveInt.default(50 * 1024 * 1024),
+  PARSE_MAX_CHARS: z.coerce.number().int().min(1_000).max(100_000_000).default(10_000_000),
   CHUNK_TOKENS: z.coerce.number().int().min(16).max(8192).default(200),
   CHUNK_OVERLAP_TOKENS: z.coerce.number().int().min(0).max(4096).default(32),
   INGESTION_CONCURRENCY: z.coerce.number().int().min(0).max(64).default(4),
@@ -184,6 +185,8 @@ const configSchema = (env: NodeJS.ProcessEnv) =>
       embeddingDtype: e.EMBEDDING_DTYPE,
       embeddingThreads: e.EMBEDDING_THREADS,
       uploadLimitBytes: e.UPLOAD_LIMIT_BYTES,
+      /** Characters of text kept from one document; the rest is cut and the document says so (`warning`). */
+      maxDocumentChars: e.PARSE_MAX_CHARS,
       chunking: { maxTokens: e.CHUNK_TOKENS, overlapTokens: e.CHUNK_OVERLAP_TOKENS },
       ingestionConcurrency: e.INGESTION_CONCURRENCY,
       ingestionLeaseMs: e.INGESTION_LEASE_MS,

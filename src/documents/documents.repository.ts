@@ -21,6 +21,7 @@ const columns = {
   sha256: documents.sha256,
   status: documents.status,
   error: documents.error,
+  warning: documents.warning,
   chunkCount: documents.chunkCount,
   processedAt: documents.processedAt,
   version: documents.version,

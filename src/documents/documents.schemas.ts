@@ -97,6 +97,10 @@ export const documentRecord = z.object({
   metadata: metadataSchema.nullable(),
   status: documentStatus,
   error: z.string().nullable(),
+  warning: z.string().nullable().meta({
+    description:
+      'What the searchable version left out: its text was cut at a parse limit (characters per document, PDF pages, OCR pages or time), so the rest is not searchable; null when nothing was',
+  }),
   chunk_count: z.number().int(),
   size_bytes: z.number().int(),
   content_type: z.string(),
@@ -123,6 +127,7 @@ export const documentListItem = documentRecord.pick({
   version: true,
   // What a client watching a list of uploads needs without a request per document.
   error: true,
+  warning: true,
   progress: true,
 });
 

@@ -40,6 +40,7 @@ export function toDocumentRecord(row: DocumentSummary): DocumentRecord {
     metadata: row.metadata,
     status: row.status,
     error: row.error,
+    warning: row.warning,
     chunk_count: row.chunkCount,
     size_bytes: row.sizeBytes,
     content_type: row.contentType,

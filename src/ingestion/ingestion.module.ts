@@ -40,6 +40,7 @@ export async function createIngestionModule(deps: IngestionModuleDeps): Promise<
     parsing: config.parsing,
     leaseMs: config.ingestionLeaseMs,
     embedBatch: config.ingestionEmbedBatch,
+    maxChars: config.maxDocumentChars,
     ocr: ocr.settings,
     logger,
     concurrency,

@@ -68,14 +68,14 @@ const lockJob = async (tx: Db, job: ClaimedJob, workerId: string): Promise<boole
   ).length > 0;
 
 /** The document takes the job's content and the job ends (both rows locked by the caller). */
-async function finish(tx: Db, job: ClaimedJob, chunkCount: number): Promise<void> {
+async function finish(tx: Db, job: ClaimedJob, chunkCount: number, warning: string | null): Promise<void> {
   // One statement: the document reads the job's row as it was before it.
   await tx.execute(
     sql`with done as (
           update ingestion_jobs set status = 'done', lease_owner = null, lease_expires_at = null,
                  last_error = null, original = null, updated_at = now()
           where id = ${job.jobId})
-        update documents d set status = 'processed', error = null, chunk_count = ${chunkCount},
+        update documents d set status = 'processed', error = null, warning = ${warning}, chunk_count = ${chunkCount},
           processed_at = now(), updated_at = now(), ${noProgress}, version = j.version,
           -- A first upload, or new content for a document that never had a version (a cancelled or
           -- failed first upload sent again): nothing was replaced.
@@ -234,6 +234,8 @@ export function createJobsRepository(db: Db, { slicing = COMMIT_SLICING }: { sli
       model: string,
       chunks: readonly EmbeddedChunk[],
       signal?: AbortSignal,
+      /** What this version left out (see `documents.warning`). */
+      warning: string | null = null,
     ): Promise<false | 'done' | 'retired'> {
       if (chunks.length <= slicing.singleMax) {
         let retired = false;
@@ -250,7 +252,7 @@ export function createJobsRepository(db: Db, { slicing = COMMIT_SLICING }: { sli
           );
           if (!doc) return false;
           retired = (await index.replaceDocument(job.documentId, doc.collection_id, model, chunks, tx, doc)).retired;
-          await finish(tx, job, chunks.length);
+          await finish(tx, job, chunks.length, warning);
           return true;
         });
         return done && (retired ? 'retired' : 'done');
@@ -291,7 +293,7 @@ export function createJobsRepository(db: Db, { slicing = COMMIT_SLICING }: { sli
         const [doc] = await queryRows(tx, sql`select id from documents where id = ${job.documentId} for update`);
         const published = doc ? await index.publishStaged(job.documentId, collectionId, tx) : false;
         if (!published) return false;
-        await finish(tx, job, chunks.length);
+        await finish(tx, job, chunks.length, warning);
         return published === 'retired' ? 'retired' : 'done';
       });
     },

@@ -14,6 +14,7 @@ import type { Spawner } from '../processes/spawner.ts';
 import { createParsePool } from './parse-pool.ts';
 import type { OcrSettings } from './parsers/ocr.ts';
 import { ParseError, type DocumentFormat } from './parsers/index.ts';
+import { defaultMaxChars, truncationWarning } from './parsers/types.ts';
 import { UpstreamFailure } from '../gateway/providers/provider.ts';
 
 /** How a claimed job ended in this worker. */
@@ -153,6 +154,8 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
     if (!resolved.ok) throw new Error(resolved.message);
     const model = resolved.model;
     const parsed = await parser.parse(doc.original, doc.format as DocumentFormat, { maxChars: deps.maxChars }, signal);
+    const warning = truncationWarning(parsed.info, deps.maxChars ?? defaultMaxChars);
+    if (warning !== null) log.warn({ document_id: doc.id, truncated: parsed.info.truncated }, warning);
     await report('chunking');
     // PostgreSQL text cannot hold NUL; some PDF fonts map glyphs to it.
     const text = parsed.text.replaceAll('\u0000', '');
@@ -186,7 +189,7 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
     }
     // Not held any more: a lost lease aborts the signal (the heartbeat saw it); otherwise the job
     // was cancelled or superseded since the last progress write.
-    const completed = await jobs.complete(job, id, model.name, embedded, signal);
+    const completed = await jobs.complete(job, id, model.name, embedded, signal, warning);
     if (!completed) throw signal.aborted ? new LeaseLost() : new JobEnded();
     log.info({ document_id: doc.id, chunks: chunks.length, attempt: job.attempts }, 'document processed');
     // The version it replaced, hidden from searches already, removed a slice at a time; what a

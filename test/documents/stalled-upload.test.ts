@@ -29,6 +29,7 @@ const record = (upload: Upload) => ({
   metadata: null,
   status: 'pending' as const,
   error: null,
+  warning: null,
   chunk_count: 0,
   size_bytes: upload.bytes.length,
   content_type: 'text/plain',

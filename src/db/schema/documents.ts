@@ -26,6 +26,8 @@ export const documents = pgTable(
     original: bytea('original').notNull(),
     status: text('status').$type<DocumentStatus>().notNull().default('pending'),
     error: text('error'),
+    /** What the searchable version left out (its text cut at a parse limit); null when nothing was. */
+    warning: text('warning'),
     chunkCount: integer('chunk_count').notNull().default(0),
     processedAt: timestamp('processed_at', { withTimezone: true, mode: 'date' }),
     /** The version whose chunks are searchable: 1 for the upload, one more for each committed replace. */

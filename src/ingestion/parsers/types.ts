@@ -19,3 +19,29 @@ export interface ParseLimits {
 }
 
 export const defaultMaxChars = 10_000_000;
+
+/**
+ * What a document's stored record says when its text was cut at a parse limit: the rest is not
+ * searchable, and the uploader must be able to tell (it was dropped without a word). Null when
+ * nothing was cut.
+ */
+export function truncationWarning(info: ParsedDocument['info'], maxChars: number): string | null {
+  const reason = info.truncated;
+  if (reason === undefined) return null;
+  switch (reason) {
+    case 'max_chars':
+      return (
+        `The text was cut at ${maxChars.toLocaleString('en-US')} characters, the limit per document: ` +
+        'what follows is not searchable (split the document to index all of it)'
+      );
+    case 'page_limit':
+      return 'Only the first pages of the PDF were read (the page limit per document): the rest is not searchable';
+    case 'ocr_limit':
+      return (
+        'Some scanned pages were not recognised (OCR_MAX_PAGES or OCR_TIMEOUT_MS reached): ' +
+        'their text is not searchable'
+      );
+    default:
+      return `The text was cut short (${String(reason)}): the rest is not searchable`;
+  }
+}
