@@ -36,48 +36,119 @@ export function createConversationLocks(deps: {
   const { repo, logger } = deps;
   const settings = { ...defaultLockSettings, ...deps.settings };
 
+  /**
+   * Per conversation, the turn of the last message queued in this process: each message waits for
+   * the one before it to be answered (or to give up) before it polls for the lease, so messages a
+   * process holds are answered in the order they arrived. Polling alone, with its backoff, let a
+   * later message win over one that had waited longer (6 messages sent 100 ms apart were stored
+   * as 3,1,4,2,0,5). Messages waiting on different instances are not ordered among themselves.
+   */
+  const queues = new Map<string, Promise<void>>();
+
+  const busy = () =>
+    new AppError({
+      code: 'conflict',
+      message: 'The conversation is busy with another message; send this one again later',
+    });
+  const aborted = () =>
+    new AppError({ code: 'conflict', message: 'Request aborted while waiting for the conversation' });
+
+  /** Waits for `turn`, at most until `deadline`; rejects on abort or timeout. */
+  const waitFor = async (turn: Promise<void>, deadline: number, signal?: AbortSignal) => {
+    const left = deadline - Date.now();
+    if (left <= 0) throw busy();
+    const timer = new AbortController();
+    try {
+      await Promise.race([
+        turn,
+        sleep(left, undefined, { signal: timer.signal }).then(() => {
+          throw busy();
+        }),
+        ...(signal
+          ? [
+              new Promise<never>((_, reject) => {
+                if (signal.aborted) reject(aborted());
+                signal.addEventListener('abort', () => reject(aborted()), { once: true, signal: timer.signal });
+              }),
+            ]
+          : []),
+      ]);
+    } finally {
+      timer.abort();
+    }
+  };
+
   return {
     async acquire(conversationId: string, signal?: AbortSignal): Promise<HeldLock> {
-      const token = randomBase62(24);
       const deadline = Date.now() + settings.waitMs;
-      let delay = settings.minPollMs;
-      while (!(await repo.tryLock(conversationId, token, settings.leaseMs))) {
-        // Deleted meanwhile (with its chatbot, or on its own): no turn will ever free it.
-        if ((await repo.find(conversationId)) === undefined) throw notFound('Conversation not found');
-        if (Date.now() >= deadline) {
-          throw new AppError({
-            code: 'conflict',
-            message: 'The conversation is busy with another message; send this one again later',
-          });
-        }
-        try {
-          await sleep(delay, undefined, signal ? { signal } : {});
-        } catch {
-          throw new AppError({ code: 'conflict', message: 'Request aborted while waiting for the conversation' });
-        }
-        delay = Math.min(delay * 2, settings.maxPollMs);
-      }
-      const renew = () => {
-        repo.renewLock(conversationId, token, settings.leaseMs).then(
-          (held) => {
-            if (!held) logger.warn({ conversation_id: conversationId }, 'conversation lease lost while answering');
+      const before = queues.get(conversationId) ?? Promise.resolve();
+      let passOn!: () => void;
+      const mine = new Promise<void>((resolve) => (passOn = resolve));
+      queues.set(conversationId, mine);
+      void mine.then(() => {
+        if (queues.get(conversationId) === mine) queues.delete(conversationId);
+      });
+      try {
+        await waitFor(before, deadline, signal);
+        const lock = await takeLease(conversationId, deadline, signal);
+        return {
+          ...lock,
+          stopRenewing: () => {
+            lock.stopRenewing();
+            // The turn is being saved: the next message may start polling.
+            passOn();
           },
-          (error: unknown) =>
-            logger.warn({ err: error, conversation_id: conversationId }, 'conversation lease renewal failed'),
-        );
-      };
-      const timer = setInterval(renew, Math.max(1, Math.floor(settings.leaseMs / 3)));
-      timer.unref();
-      return {
-        token,
-        stopRenewing: () => clearInterval(timer),
-        release: async () => {
-          clearInterval(timer);
-          await repo.unlock(conversationId, token);
-        },
-      };
+          release: async () => {
+            try {
+              await lock.release();
+            } finally {
+              passOn();
+            }
+          },
+        };
+      } catch (error) {
+        // This message gives up; the next one keeps its place after the one before.
+        void before.then(passOn);
+        throw error;
+      }
     },
   };
+
+  /** Polls for the conversation's lease until `deadline`; renews it every third of its length once taken. */
+  async function takeLease(conversationId: string, deadline: number, signal?: AbortSignal): Promise<HeldLock> {
+    const token = randomBase62(24);
+    let delay = settings.minPollMs;
+    while (!(await repo.tryLock(conversationId, token, settings.leaseMs))) {
+      // Deleted meanwhile (with its chatbot, or on its own): no turn will ever free it.
+      if ((await repo.find(conversationId)) === undefined) throw notFound('Conversation not found');
+      if (Date.now() >= deadline) throw busy();
+      try {
+        await sleep(delay, undefined, signal ? { signal } : {});
+      } catch {
+        throw aborted();
+      }
+      delay = Math.min(delay * 2, settings.maxPollMs);
+    }
+    const renew = () => {
+      repo.renewLock(conversationId, token, settings.leaseMs).then(
+        (held) => {
+          if (!held) logger.warn({ conversation_id: conversationId }, 'conversation lease lost while answering');
+        },
+        (error: unknown) =>
+          logger.warn({ err: error, conversation_id: conversationId }, 'conversation lease renewal failed'),
+      );
+    };
+    const timer = setInterval(renew, Math.max(1, Math.floor(settings.leaseMs / 3)));
+    timer.unref();
+    return {
+      token,
+      stopRenewing: () => clearInterval(timer),
+      release: async () => {
+        clearInterval(timer);
+        await repo.unlock(conversationId, token);
+      },
+    };
+  }
 }
 
 export type ConversationLocks = ReturnType<typeof createConversationLocks>;

@@ -305,6 +305,27 @@ describe('concurrent messages to one conversation', () => {
     expect(times).toEqual([...times].sort((a, b) => a - b));
   });
 
+  it('messages waiting on one instance are answered in the order they arrived', async () => {
+    const bot = await createChatbot(h.t, { memory_length: 100 });
+    const { conversation_id } = await say(h.t, bot.id, 'first');
+    await h.t.database.db.execute(
+      sql`update conversations set lock_token = 'elsewhere', locked_until = now() + interval '1 minute' where id = ${conversation_id}`,
+    );
+    const messages = ['s0', 's1', 's2', 's3', 's4', 's5'];
+    const pending = [];
+    for (const m of messages) {
+      pending.push(say(h.t, bot.id, m, conversation_id));
+      // Far enough apart that each has arrived, and begun to wait, before the next.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    await h.t.database.db.execute(
+      sql`update conversations set lock_token = null, locked_until = null where id = ${conversation_id}`,
+    );
+    await Promise.all(pending);
+    const stored = (await conversation(conversation_id)).messages.filter((m) => m.role === 'user');
+    expect(stored.map((m) => m.content)).toEqual(['first', ...messages]);
+  });
+
   it('takes the message as sent: leading and trailing white space reach the model and the record', async () => {
     const bot = await createChatbot(h.t);
     const code = '    if x:\n        return 1\n';
