@@ -28,7 +28,9 @@ function inputError(input: unknown): string {
   return INPUT_SHAPE;
 }
 
-export const embeddingsBody = z.object({
+// Fields ragport does not interpret (`user`, a provider's own such as `input_type` or `task`) are
+// kept: they are passed on to an upstream model's provider, as chat passes its own.
+export const embeddingsBody = z.looseObject({
   model: z
     .string()
     .min(1)

@@ -14,6 +14,19 @@ function toBase64(vector: Float32Array): string {
   return bytes.toString('base64');
 }
 
+/** Fields ragport sets itself when it calls an upstream: the rest of the request is passed on. */
+const OWN_FIELDS = new Set(['model', 'input', 'encoding_format', 'dimensions']);
+
+/** The request's fields for the upstream as sent (`user`, a provider's own), or none; a null `user` is left out. */
+function passedOn(body: EmbeddingsBody): Record<string, unknown> | undefined {
+  let extra: Record<string, unknown> | undefined;
+  for (const [name, value] of Object.entries(body)) {
+    if (OWN_FIELDS.has(name) || value === undefined || (name === 'user' && value === null)) continue;
+    (extra ??= {})[name] = value;
+  }
+  return extra;
+}
+
 export interface EmbeddingsServiceDeps {
   registry: EmbeddingRegistry;
   usage: UsageSink;
@@ -71,10 +84,13 @@ export function createEmbeddingsService(deps: EmbeddingsServiceDeps) {
       await checkTokenQuota(deps.quota, principal.keyId, principal.quota.tokensPerMonth);
       // No keyId to the model: this route counts every request itself, local models' too, under
       // the name the client asked for.
+      const upstream = model.provider !== 'local';
+      const extra = upstream ? passedOn(body) : undefined;
       const { vectors, promptTokens } = await model.embed(inputs, {
         priority: 'interactive',
         signal,
-        ...(dimensions !== undefined && model.provider !== 'local' ? { dimensions } : {}),
+        ...(dimensions !== undefined && upstream ? { dimensions } : {}),
+        ...(extra === undefined ? {} : { extra }),
       });
       deps.usage.record({ keyId: principal.keyId, model: body.model, promptTokens, completionTokens: 0 });
       return { resolvedModel: model.name, response: respond(body, vectors, promptTokens) };

@@ -35,6 +35,11 @@ export interface EmbedOptions {
    * local models take no such option.
    */
   dimensions?: number;
+  /**
+   * Request fields passed on unchanged to an upstream model's provider (`user`, and fields
+   * ragport does not know); local models ignore them.
+   */
+  extra?: Record<string, unknown>;
 }
 
 export interface EmbeddingResult {

@@ -63,7 +63,10 @@ function upstreamModel(
     async embed(texts, options = {}) {
       const wanted = options.dimensions ?? dimensions;
       const result = await backend
-        .embed([...texts], options.signal, options.dimensions === undefined ? {} : { dimensions: options.dimensions })
+        .embed([...texts], options.signal, {
+          ...(options.dimensions === undefined ? {} : { dimensions: options.dimensions }),
+          ...(options.extra === undefined ? {} : { extra: options.extra }),
+        })
         .catch((error: unknown) => {
           throw inContext(error, name);
         });

@@ -31,11 +31,15 @@ export function toClientError(failure: UpstreamFailure): AppError {
       cause: failure,
     });
   }
+  // A 5xx body is not shown (it may be an HTML page or a stack trace); an in-band error event is
+  // JSON the upstream wrote for its client.
   const detail =
     kind === 'status'
-      ? status === undefined
-        ? 'failed'
-        : `answered HTTP ${status}`
+      ? failure.inBand
+        ? `reported an error: ${failure.message}`
+        : status === undefined
+          ? 'failed'
+          : `answered HTTP ${status}`
       : kind === 'protocol'
         ? 'sent an invalid response'
         : kind === 'aborted'

@@ -108,6 +108,34 @@ describe('POST /api/v1/embeddings on an upstream model', () => {
     expect(plain.data[0]?.embedding).toHaveLength(4);
   });
 
+  it("user and fields ragport does not know reach the provider as sent; model, input and format stay ragport's", async () => {
+    const response = await t.request('/api/v1/embeddings', {
+      method: 'POST',
+      json: {
+        model: 'small',
+        input: ['query text'],
+        user: 'user-42',
+        input_type: 'query',
+        task: 'retrieval.query',
+        truncate: 'END',
+        encoding_format: 'float',
+      },
+    });
+    expect(response.status).toBe(200);
+    expect(first.requests.filter((r) => r.path === '/v1/embeddings').at(-1)?.body).toEqual({
+      model: 'mock-embed',
+      input: ['query text'],
+      encoding_format: 'base64',
+      user: 'user-42',
+      input_type: 'query',
+      task: 'retrieval.query',
+      truncate: 'END',
+    });
+    // A null user (clients that send every field) is left out, as its default.
+    await t.request('/api/v1/embeddings', { method: 'POST', json: { model: 'small', input: 'x', user: null } });
+    expect(first.requests.filter((r) => r.path === '/v1/embeddings').at(-1)?.body).not.toHaveProperty('user');
+  });
+
   it('token ids reach the provider as the text they encode', async () => {
     const response = await t.request('/api/v1/embeddings', {
       method: 'POST',

@@ -121,6 +121,82 @@ describe('streams that end or misbehave after their first event', () => {
     expect(await (await chat({ stream: true })).text()).not.toMatch(errorFrame);
   });
 
+  it('n > 1: the stream is complete only once every choice gave its finish_reason', async () => {
+    const two = (index: number, content: string, finish: string | null = null) =>
+      chunk([{ index, delta: { content }, finish_reason: finish }]);
+    // Choice 0 finished, choice 1 cut off mid-answer: not a complete answer.
+    mock.inject(sse(two(0, 'A', 'stop'), two(1, 'B'), two(1, 'b')));
+    const cut = await (await chat({ stream: true, n: 2 })).text();
+    expect(cut).toContain('"content":"b"');
+    expect(cut).toMatch(errorFrame);
+
+    mock.inject(sse(two(0, 'A'), two(1, 'B'), two(1, 'b', 'length'), two(0, 'a', 'stop')));
+    expect(await (await chat({ stream: true, n: 2 })).text()).not.toMatch(errorFrame);
+  });
+
+  it("an upstream's in-band error keeps its message; one that blames the request is the client's 400, not retried", async () => {
+    const blamed = JSON.stringify({
+      error: {
+        message: "This model's maximum context length is 8192 tokens",
+        type: 'invalid_request_error',
+        code: 'context_length_exceeded',
+        param: 'messages',
+      },
+    });
+    // As the first event: nothing was sent yet, so it is the answer's status.
+    mock.inject(sse(blamed), 2);
+    const first = await chat({ stream: true });
+    expect(first.status).toBe(400);
+    expect(await first.json()).toEqual({
+      error: {
+        message: "This model's maximum context length is 8192 tokens",
+        type: 'invalid_request_error',
+        code: 'context_length_exceeded',
+        param: 'messages',
+      },
+    });
+    expect(calls()).toBe(1);
+
+    // OpenRouter puts the HTTP status in a numeric code.
+    mock.reset();
+    mock.inject(sse(JSON.stringify({ error: { message: 'No endpoints found', code: 404 } })), 2);
+    const numbered = await chat({ stream: true });
+    expect(numbered.status).toBe(404);
+    expect(((await numbered.json()) as { error: { message: string } }).error.message).toBe('No endpoints found');
+    expect(calls()).toBe(1);
+
+    // A server error as the first event is retried like a 5xx; the message says what the upstream said.
+    mock.reset();
+    const server = JSON.stringify({ error: { message: 'The server had an error', code: 'server_error' } });
+    mock.inject(sse(server), 2);
+    const failed = await chat({ stream: true });
+    expect(failed.status).toBe(502);
+    expect(await failed.json()).toEqual({
+      error: {
+        message: 'Provider mock reported an error: The server had an error',
+        type: 'api_error',
+        code: 'upstream_error',
+      },
+    });
+    expect(calls()).toBe(2);
+
+    // After the first event: in-band to the client, with the upstream's message and code.
+    mock.reset();
+    mock.inject(sse(delta('Hel'), blamed));
+    const late = await (await chat({ stream: true })).text();
+    expect(late).toContain('"content":"Hel"');
+    const frames = late.split('\n\n').filter(Boolean);
+    expect(frames.at(-1)).toBe('data: [DONE]');
+    expect(JSON.parse((frames.at(-2) as string).slice(6))).toEqual({
+      error: {
+        message: "This model's maximum context length is 8192 tokens",
+        type: 'invalid_request_error',
+        code: 'context_length_exceeded',
+        param: 'messages',
+      },
+    });
+  });
+
   it('an event that is JSON but not an object (null, an array, a number) is a malformed event', async () => {
     for (const odd of ['null', '[1,2]', '42']) {
       mock.reset();

@@ -20,6 +20,8 @@ export interface UpstreamFailureInit {
   /** The request field the upstream blamed (OpenAI's `error.param`), passed through on 4xx. */
   param?: string;
   retryAfterMs?: number;
+  /** Reported by an `{"error": ...}` event of a stream that had answered 200. */
+  inBand?: boolean;
   cause?: unknown;
 }
 
@@ -32,6 +34,7 @@ export class UpstreamFailure extends Error {
   readonly type: string | undefined;
   readonly param: string | undefined;
   readonly retryAfterMs: number | undefined;
+  readonly inBand: boolean;
   /**
    * Set when the call ended with every provider's circuit breaker open: how long until the first
    * of them takes a trial request again.
@@ -48,6 +51,7 @@ export class UpstreamFailure extends Error {
     this.type = init.type;
     this.param = init.param;
     this.retryAfterMs = init.retryAfterMs;
+    this.inBand = init.inBand ?? false;
   }
 }
 
@@ -109,6 +113,8 @@ export interface UpstreamModel {
 /** What an embeddings call asks beyond the inputs: `dimensions` goes to the provider as OpenAI's API names it. */
 export interface EmbedRequestOptions {
   dimensions?: number;
+  /** Fields of the client's request passed on as sent; `model`, `input` and the format are ragport's. */
+  extra?: Record<string, unknown>;
 }
 
 /** What a provider's /embeddings answered: one vector per input, in input order. */

@@ -12,7 +12,7 @@ import {
   type StreamEvent,
   type UpstreamModel,
 } from '../provider.ts';
-import { createUpstreamHttp, statusFailure } from './http.ts';
+import { createUpstreamHttp, inBandFailure, statusFailure } from './http.ts';
 import { createSseParser } from './sse.ts';
 
 type Body = Dispatcher.ResponseData['body'];
@@ -90,40 +90,46 @@ export function createOpenAICompatibleProvider(config: ResolvedProvider): ChatPr
    * per event as OpenAI sends them.
    */
   const eventOf = (data: string): StreamEvent => {
-    let chunk: ChatCompletionChunk & { error?: { message?: string; code?: string } };
+    let chunk: ChatCompletionChunk & { error?: unknown };
     try {
       chunk = JSON.parse(data) as typeof chunk;
     } catch (error) {
       throw protocolFailure('malformed stream event', error);
     }
     if (!isObject(chunk)) throw protocolFailure('malformed stream event: not a JSON object');
-    if (chunk.error !== undefined && chunk.error !== null) {
-      throw new UpstreamFailure({
-        kind: 'status',
-        provider: name,
-        message: chunk.error.message ?? `Provider ${name} failed mid-stream`,
-        ...(chunk.error.code ? { code: chunk.error.code } : {}),
-      });
-    }
+    if (chunk.error !== undefined && chunk.error !== null) throw inBandFailure(name, chunk.error);
     return { raw: oneLine(data), chunk };
   };
 
   /**
-   * The stream's events. It must carry at least one chunk, and end with `[DONE]` or after a
-   * chunk that gave a `finish_reason`: a 200 with no events (a JSON body, an HTML page) is a
+   * The stream's events. It must carry at least one chunk, and end with `[DONE]` or once every
+   * choice it streamed has given a `finish_reason`: a 200 with no events (a JSON body, an HTML page) is a
    * malformed response (retried and failed over like one, as nothing reached the client yet);
    * a stream cut short without either is a failure mid-stream, not a complete answer.
    */
   async function* events(body: Body, signal?: AbortSignal): AsyncGenerator<StreamEvent> {
     const parser = createSseParser();
     let chunks = 0;
-    let finished = false;
+    // Whether each choice seen (by index: `n` > 1 streams several) has given its finish_reason.
+    const finishedChoices = new Map<unknown, boolean>();
     const next = (data: string) => {
       const event = eventOf(data);
       chunks++;
       const choices: unknown = event.chunk.choices;
-      if (!finished && Array.isArray(choices)) finished = choices.some((c) => isObject(c) && Boolean(c.finish_reason));
+      if (Array.isArray(choices)) {
+        for (const choice of choices as unknown[]) {
+          if (!isObject(choice)) continue;
+          const index = choice.index ?? 0;
+          if (choice.finish_reason) finishedChoices.set(index, true);
+          else if (!finishedChoices.has(index)) finishedChoices.set(index, false);
+        }
+      }
       return event;
+    };
+    const finished = () => {
+      if (finishedChoices.size === 0) return false;
+      for (const done of finishedChoices.values()) if (!done) return false;
+      return true;
     };
     const done = () => {
       if (chunks === 0) throw protocolFailure('the stream ended without an event');
@@ -140,7 +146,7 @@ export function createOpenAICompatibleProvider(config: ResolvedProvider): ChatPr
         yield next(data);
       }
       done();
-      if (!finished)
+      if (!finished())
         throw protocolFailure('the stream ended before the completion finished (no finish_reason, no [DONE])');
     } catch (error) {
       throw failureFrom(name, error, signal);
@@ -167,6 +173,7 @@ export function createOpenAICompatibleProvider(config: ResolvedProvider): ChatPr
 
     async embed(model, inputs, signal, options = {}) {
       const payload = JSON.stringify({
+        ...options.extra,
         model,
         input: inputs,
         encoding_format: 'base64',

@@ -24,7 +24,12 @@ const textOfHtml = (html: string) =>
  * What an error body says: OpenAI's `error` (an object or a string), FastAPI's `detail` (a string,
  * or its validation list as `loc: msg`), a bare `message`; an HTML page's text; else the text.
  */
-function errorOf(text: string): { message: string | undefined; code?: string; type?: string; param?: string } {
+export function errorOf(text: string): {
+  message: string | undefined;
+  code?: string;
+  type?: string;
+  param?: string;
+} {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
@@ -53,6 +58,42 @@ function errorOf(text: string): { message: string | undefined; code?: string; ty
   }
   if (typeof message === 'string') return { message };
   return { message: text.slice(0, 1000) };
+}
+
+/** Error codes that blame the request, in in-band errors that give no HTTP status. */
+const requestErrorCodes = new Set([
+  'context_length_exceeded',
+  'invalid_value',
+  'invalid_request_error',
+  'string_above_max_length',
+]);
+
+/**
+ * A stream's in-band `{"error": {...}}` event as a failure. The stream's HTTP status was 200, so
+ * the status it stands for comes from the error: a numeric `code` from 400 to 599 (OpenRouter
+ * sends the HTTP status there), else 400 for an error that blames the request (type
+ * `invalid_request_error`, or a code such as `context_length_exceeded`), else none: a server
+ * error, retried and failed over before the first event like a 5xx.
+ */
+export function inBandFailure(provider: string, error: unknown): UpstreamFailure {
+  const { message, code, type, param } = errorOf(JSON.stringify({ error }));
+  const numeric = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+  const status =
+    typeof numeric === 'number' && Number.isInteger(numeric) && numeric >= 400 && numeric <= 599
+      ? numeric
+      : type === 'invalid_request_error' || (code !== undefined && requestErrorCodes.has(code))
+        ? 400
+        : undefined;
+  return new UpstreamFailure({
+    kind: 'status',
+    provider,
+    message: message ?? 'error event without a message',
+    inBand: true,
+    ...(status === undefined ? {} : { status }),
+    ...(code === undefined ? {} : { code }),
+    ...(type === undefined ? {} : { type }),
+    ...(param === undefined ? {} : { param }),
+  });
 }
 
 /** An upstream's non-2xx answer as a failure, keeping its own message, code, type and param. */
