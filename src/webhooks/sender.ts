@@ -10,8 +10,13 @@ import type { AttemptOutcome, ClaimedDelivery, WebhooksRepository } from './webh
 
 /** The start of a receiver's answer kept in the delivery log. */
 export const RESPONSE_BODY_BYTES = 256;
-const BATCH = 10;
+/** Attempts in flight at once per worker: each slot is refilled as soon as its attempt ends. */
+const SLOTS = 16;
+/** Attempts in flight at once to one endpoint, per worker: a slow one cannot take every slot. */
+const PER_ENDPOINT = 4;
 const POLL_MS = 500;
+/** How often deliveries out of attempts whose last outcome was never recorded are failed. */
+const SWEEP_MS = 30_000;
 const MAX_DELAY_MS = 3_600_000;
 
 export interface WebhookSenderDeps {
@@ -33,7 +38,10 @@ async function readHead(body: AsyncIterable<Buffer>): Promise<string> {
     size += chunk.length;
     if (size >= RESPONSE_BODY_BYTES) break;
   }
-  return new TextDecoder('utf-8', { fatal: false }).decode(Buffer.concat(chunks).subarray(0, RESPONSE_BODY_BYTES));
+  // PostgreSQL text holds no NUL: a gzip answer has them, and the attempt could not be recorded.
+  return new TextDecoder('utf-8', { fatal: false })
+    .decode(Buffer.concat(chunks).subarray(0, RESPONSE_BODY_BYTES))
+    .replaceAll('\u0000', '\ufffd');
 }
 
 /** One attempt: the target checked on its resolved address, no redirects, a timeout. */
@@ -74,7 +82,10 @@ export async function attempt(
         'webhook-signature': sign(secret, delivery.id, timestamp, body),
       },
     });
-    const head = await readHead(response.body).finally(() => response.body.destroy());
+    // The status decides; an answer whose body is slow or cut is still that status (null body).
+    const head = await readHead(response.body)
+      .catch(() => null)
+      .finally(() => response.body.destroy());
     if (response.statusCode >= 200 && response.statusCode < 300)
       return { ok: true, status: response.statusCode, body: head };
     const redirect = response.statusCode >= 300 && response.statusCode < 400;
@@ -98,9 +109,17 @@ export async function attempt(
   }
 }
 
+/** Why an endpoint's other deliveries should wait: it did not answer, or answered 5xx or 429. */
+const endpointTrouble = (outcome: AttemptOutcome) =>
+  !outcome.ok && (outcome.status === null || outcome.status >= 500 || outcome.status === 429);
+
 /**
  * Sends due deliveries from every worker (the server's in-process worker and `npm run worker`),
- * each under a lease so two workers never send the same one at once.
+ * each under a lease so two workers never send the same one at once. Up to SLOTS attempts run at
+ * once, each slot refilled as soon as its attempt ends, so a receiver that hangs holds one slot
+ * for its timeout rather than every delivery claimed with it. An endpoint that does not answer
+ * (or answers 5xx or 429) is paused on this worker for its delivery's retry delay: its other
+ * deliveries wait with it instead of each costing a timeout.
  */
 export function startWebhookSender({ repo, sealer, config, logger }: WebhookSenderDeps) {
   const workerId = `whs_${randomBase62(12)}`;
@@ -108,43 +127,108 @@ export function startWebhookSender({ repo, sealer, config, logger }: WebhookSend
   let stopped = false;
   let running: Promise<void> = Promise.resolve();
   let timer: NodeJS.Timeout | undefined;
+  const inFlight = new Set<Promise<void>>();
+  const perEndpoint = new Map<string, number>();
+  const pausedUntil = new Map<string, number>();
+
+  const outcomeOf = async (d: ClaimedDelivery): Promise<AttemptOutcome> => {
+    if (sealer === undefined) {
+      return { ok: false, status: null, error: 'WEBHOOK_SIGNING_KEY is not set on this worker', body: null };
+    }
+    let secret: string;
+    try {
+      secret = sealer.open(d.secret_sealed);
+    } catch {
+      return {
+        ok: false,
+        status: null,
+        error: "the endpoint's signing secret cannot be opened: WEBHOOK_SIGNING_KEY is not the key it was sealed with",
+        body: null,
+      };
+    }
+    return attempt(d, secret, config);
+  };
 
   const deliver = async (d: ClaimedDelivery) => {
-    let outcome: AttemptOutcome;
-    if (sealer === undefined) {
-      outcome = { ok: false, status: null, error: 'WEBHOOK_SIGNING_KEY is not set on this worker', body: null };
-    } else {
-      outcome = await attempt(d, sealer.open(d.secret_sealed), config);
-    }
-    await runInBackground(() =>
-      repo.finish(d.id, workerId, outcome, {
-        maxAttempts: config.maxAttempts,
-        delayMs: retryDelayMs(config, d.attempts),
-      }),
-    );
+    const outcome = await outcomeOf(d);
+    const delayMs = retryDelayMs(config, d.attempts);
+    if (endpointTrouble(outcome)) pausedUntil.set(d.endpoint_id, Date.now() + delayMs);
+    else if (outcome.ok) pausedUntil.delete(d.endpoint_id);
+    await runInBackground(() => repo.finish(d.id, workerId, outcome, { maxAttempts: config.maxAttempts, delayMs }));
     if (!outcome.ok)
       logger.debug({ delivery: d.id, attempt: d.attempts, error: outcome.error }, 'webhook attempt failed');
   };
 
-  const tick = async () => {
-    for (;;) {
-      if (stopped) return;
-      // Background work for the embedded database: requests go first, and a poll that finds
-      // nothing does not make it busy (its maintenance waits for an idle moment: db/maintenance.ts).
-      const due = await runInBackground(() => repo.claim(workerId, leaseMs, BATCH), 'polling');
-      if (due.length === 0) return;
-      await Promise.all(
-        due.map((d) => deliver(d).catch((error: unknown) => logger.warn({ err: error }, 'webhook delivery failed'))),
-      );
+  const start = (d: ClaimedDelivery) => {
+    perEndpoint.set(d.endpoint_id, (perEndpoint.get(d.endpoint_id) ?? 0) + 1);
+    const task: Promise<void> = deliver(d)
+      .catch((error: unknown) => logger.warn({ err: error, delivery: d.id }, 'webhook delivery failed'))
+      .finally(() => {
+        inFlight.delete(task);
+        const left = (perEndpoint.get(d.endpoint_id) ?? 1) - 1;
+        if (left > 0) perEndpoint.set(d.endpoint_id, left);
+        else perEndpoint.delete(d.endpoint_id);
+        // A freed slot is filled at once, not at the next poll.
+        if (!stopped) void fill();
+      });
+    inFlight.add(task);
+  };
+
+  /** Endpoints this worker leaves alone for now: paused, or at their share of the slots. */
+  const skipped = () => {
+    const now = Date.now();
+    const ids: string[] = [];
+    for (const [id, until] of pausedUntil) {
+      if (until > now) ids.push(id);
+      else pausedUntil.delete(id);
     }
+    for (const [id, count] of perEndpoint) if (count >= PER_ENDPOINT) ids.push(id);
+    return ids;
+  };
+
+  let sweptAt = 0;
+  let filling: Promise<void> | undefined;
+  /** Claims due deliveries into the free slots. */
+  const fill = (): Promise<void> => {
+    if (filling !== undefined) return filling;
+    const run = (async () => {
+      try {
+        if (Date.now() - sweptAt >= SWEEP_MS) {
+          sweptAt = Date.now();
+          await runInBackground(() => repo.failExhausted(config.maxAttempts), 'polling');
+        }
+        while (!stopped && inFlight.size < SLOTS) {
+          // Background work for the embedded database: requests go first, and a poll that finds
+          // nothing does not make it busy (its maintenance waits for an idle moment: db/maintenance.ts).
+          const due = await runInBackground(
+            () =>
+              repo.claim(workerId, leaseMs, {
+                limit: SLOTS - inFlight.size,
+                perEndpoint: PER_ENDPOINT,
+                maxAttempts: config.maxAttempts,
+                skipEndpoints: skipped(),
+              }),
+            'polling',
+          );
+          if (due.length === 0) return;
+          for (const d of due) start(d);
+        }
+      } catch (error) {
+        logger.warn({ err: error }, 'webhook sender: claiming failed');
+      }
+    })();
+    // Cleared once it ends, which may be before this line when there was nothing to claim.
+    filling = run;
+    void run.finally(() => {
+      if (filling === run) filling = undefined;
+    });
+    return run;
   };
 
   const schedule = () => {
     if (stopped) return;
     timer = setTimeout(() => {
-      running = tick()
-        .catch((error: unknown) => logger.warn({ err: error }, 'webhook sender: claiming failed'))
-        .finally(schedule);
+      running = fill().finally(schedule);
     }, POLL_MS);
     timer.unref();
   };
@@ -155,6 +239,7 @@ export function startWebhookSender({ repo, sealer, config, logger }: WebhookSend
       stopped = true;
       clearTimeout(timer);
       await running;
+      await Promise.all([...inFlight]);
     },
   };
 }

@@ -1,5 +1,5 @@
 import type { SQL } from 'drizzle-orm';
-import { and, desc, eq, inArray, isNull, sql } from '../db/orm.ts';
+import { and, count, desc, eq, inArray, isNull, sql } from '../db/orm.ts';
 import { queryRows, type Db } from '../db/client.ts';
 import { webhookDeliveries, webhookEndpoints } from '../db/schema/webhooks.ts';
 
@@ -13,7 +13,8 @@ export interface ClaimedDelivery {
 }
 
 export type AttemptOutcome =
-  { ok: true; status: number; body: string } | { ok: false; status: number | null; error: string; body: string | null };
+  | { ok: true; status: number; body: string | null }
+  | { ok: false; status: number | null; error: string; body: string | null };
 
 /** Which endpoints a caller may see (webhooks.service.ts decides). */
 export interface EndpointScope {
@@ -42,14 +43,20 @@ export function createWebhooksRepository(db: Db) {
       return created as typeof webhookEndpoints.$inferSelect;
     },
 
-    /** The endpoints `scope` lets a caller see, newest first. */
-    listEndpoints(scope: EndpointScope) {
+    /** A page of the endpoints `scope` lets a caller see, newest first. */
+    listEndpoints(scope: EndpointScope, limit: number, offset: number) {
       return db
         .select()
         .from(webhookEndpoints)
         .where(visibleIn(scope))
-        .orderBy(desc(webhookEndpoints.createdAt))
-        .limit(1000);
+        .orderBy(desc(webhookEndpoints.createdAt), desc(webhookEndpoints.id))
+        .limit(limit)
+        .offset(offset);
+    },
+
+    async countEndpoints(scope: EndpointScope): Promise<number> {
+      const [row] = await db.select({ n: count() }).from(webhookEndpoints).where(visibleIn(scope));
+      return row?.n ?? 0;
     },
 
     async getEndpoint(id: string, scope: EndpointScope) {
@@ -82,17 +89,46 @@ export function createWebhooksRepository(db: Db) {
     async redeliver(endpointId: string, deliveryId: string): Promise<boolean> {
       const rows = await db
         .update(webhookDeliveries)
-        .set({ status: 'pending', attempts: 0, nextAttemptAt: sql`now()`, updatedAt: sql`now()` })
+        // The lease goes too: an attempt in flight no longer records its outcome over this, and
+        // the delivery is sent again even if that attempt succeeds.
+        .set({
+          status: 'pending',
+          attempts: 0,
+          nextAttemptAt: sql`now()`,
+          updatedAt: sql`now()`,
+          leaseOwner: null,
+          leaseExpiresAt: null,
+        })
         .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.endpointId, endpointId)))
         .returning({ id: webhookDeliveries.id });
       return rows.length > 0;
     },
 
     /**
-     * Leases due deliveries. A worker that dies mid-send loses its lease, and another sends the
-     * delivery again with the same id: at least once.
+     * Fails the deliveries whose every attempt was leased but whose last outcome was never
+     * recorded (the worker died, or could not write it), rather than sending them beyond
+     * `maxAttempts`.
      */
-    claim(workerId: string, leaseMs: number, limit: number): Promise<ClaimedDelivery[]> {
+    async failExhausted(maxAttempts: number): Promise<void> {
+      await db.execute(sql`update webhook_deliveries
+          set status = 'failed', lease_owner = null, lease_expires_at = null, updated_at = now(),
+              last_error = coalesce(last_error || '; ', '') || 'the outcome of the last attempt was never recorded'
+          where status = 'pending' and attempts >= ${maxAttempts}
+            and (lease_expires_at is null or lease_expires_at < now())`);
+    },
+
+    /**
+     * Leases due deliveries, earliest first: at most `perEndpoint` of one endpoint (among the
+     * earliest few hundred due), none of an endpoint in `skipEndpoints`, none out of attempts. A
+     * worker that dies mid-send loses its lease, and another sends the delivery again with the
+     * same id: at least once.
+     */
+    claim(
+      workerId: string,
+      leaseMs: number,
+      options: { limit: number; perEndpoint: number; maxAttempts: number; skipEndpoints?: readonly string[] },
+    ): Promise<ClaimedDelivery[]> {
+      const skip = sql.param([...(options.skipEndpoints ?? [])]);
       return queryRows<ClaimedDelivery>(
         db,
         sql`update webhook_deliveries d
@@ -101,9 +137,21 @@ export function createWebhooksRepository(db: Db) {
             from webhook_endpoints e
             where e.id = d.endpoint_id and d.id in (
               select id from webhook_deliveries
-              where status = 'pending' and next_attempt_at <= now()
-                and (lease_expires_at is null or lease_expires_at < now())
-              order by next_attempt_at limit ${limit}
+              where id in (
+                select id from (
+                  select id, next_attempt_at,
+                         row_number() over (partition by endpoint_id order by next_attempt_at) as nth
+                  from (
+                    select id, endpoint_id, next_attempt_at from webhook_deliveries
+                    where status = 'pending' and next_attempt_at <= now()
+                      and (lease_expires_at is null or lease_expires_at < now())
+                      and attempts < ${options.maxAttempts}
+                      and not (endpoint_id = any(${skip}::text[]))
+                    order by next_attempt_at limit 500) due
+                ) ranked
+                where nth <= ${options.perEndpoint}
+                order by next_attempt_at limit ${options.limit})
+              and status = 'pending' and (lease_expires_at is null or lease_expires_at < now())
               for update skip locked)
             returning d.id, d.endpoint_id, d.payload, d.attempts, e.url, e.secret_sealed`,
       );

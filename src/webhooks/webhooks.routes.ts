@@ -10,6 +10,7 @@ import {
   deliveryParams,
   message,
   webhookList,
+  webhookListQuery,
   webhookParams,
   webhookRecord,
 } from './webhooks.schemas.ts';
@@ -42,9 +43,15 @@ export function webhooksRoutes(webhooks: WebhooksService) {
       '/api/v1/webhooks',
       {
         config: { access, family },
-        schema: { operationId: 'listWebhooks', tags, response: { 200: webhookList } },
+        schema: {
+          operationId: 'listWebhooks',
+          tags,
+          description: 'The endpoints this key sees, newest first, a page at a time (1,000 by default).',
+          querystring: webhookListQuery,
+          response: { 200: webhookList },
+        },
       },
-      async (request) => webhooks.list(principalOf(request)),
+      async (request) => webhooks.list(principalOf(request), request.query.page, request.query.page_size),
     );
 
     app.get(

@@ -11,6 +11,11 @@ export const createWebhookBody = z.object({
   url: z
     .url({ protocol: /^https?$/ })
     .max(2_000)
+    // They would be shown in every listing of the endpoint, and are not sent (no Authorization).
+    .refine((url) => {
+      const parsed = URL.parse(url);
+      return parsed === null || (parsed.username === '' && parsed.password === '');
+    }, 'must not carry credentials (user:password@): the receiver authenticates deliveries by their signature')
     .describe(
       'Where events are POSTed; it must resolve to a public address unless the operator allows private targets',
     ),
@@ -41,7 +46,16 @@ export const createdWebhook = webhookRecord.extend({
   secret: z.string().describe('The signing secret (whsec_…), shown only in this answer'),
 });
 
-export const webhookList = z.object({ webhooks: z.array(webhookRecord) });
+export const webhookList = z.object({
+  webhooks: z.array(webhookRecord),
+  page: z.number().int(),
+  page_size: z.number().int(),
+  total: z.number().int().describe('Endpoints this key sees, on every page'),
+});
+export const webhookListQuery = z.object({
+  page: z.coerce.number().int().min(1).default(1),
+  page_size: z.coerce.number().int().min(1).max(1_000).default(1_000),
+});
 export const webhookParams = z.object({ webhook_id: z.string().min(1).max(100) });
 export const deliveryParams = webhookParams.extend({ delivery_id: z.string().min(1).max(100) });
 export const deliveryListQuery = z.object({

@@ -12,6 +12,8 @@ type EndpointRow = typeof webhookEndpoints.$inferSelect;
 type DeliveryRow = typeof webhookDeliveries.$inferSelect;
 
 const NOT_FOUND = 'Webhook not found';
+/** Endpoints one key other than an admin key may have. */
+export const MAX_ENDPOINTS_PER_KEY = 100;
 
 const toRecord = (row: EndpointRow) => ({
   id: row.id,
@@ -90,6 +92,17 @@ export function createWebhooksService({ repo, sealer, allowPrivateTargets }: Web
       // delivery, since where it points can change.
       const target = checkLiteralTarget(new URL(body.url), allowPrivateTargets);
       if (target?.ok === false) throw invalid(`url: ${target.reason}`, 'url');
+      // Each endpoint costs the senders attempts: a key may not make them wait on hundreds of
+      // endpoints that never answer. Admin keys are the operator's.
+      if (!principal.scopes.includes('admin')) {
+        const owned = await repo.countEndpoints({ ownerKeyId: ownerOf(principal), collections: null });
+        if (owned >= MAX_ENDPOINTS_PER_KEY) {
+          throw new AppError({
+            code: 'conflict',
+            message: `This API key has ${owned} webhook endpoints, the most one key may register (${MAX_ENDPOINTS_PER_KEY}); delete one first`,
+          });
+        }
+      }
       const secret = newSigningSecret();
       const row = await repo.createEndpoint({
         id: newId('whk'),
@@ -102,9 +115,13 @@ export function createWebhooksService({ repo, sealer, allowPrivateTargets }: Web
       return { ...toRecord(row), secret };
     },
 
-    async list(principal: Principal) {
-      const rows = await repo.listEndpoints(scopeOf(principal));
-      return { webhooks: rows.map(toRecord) };
+    async list(principal: Principal, page: number, pageSize: number) {
+      const scope = scopeOf(principal);
+      const [rows, total] = await Promise.all([
+        repo.listEndpoints(scope, pageSize, (page - 1) * pageSize),
+        repo.countEndpoints(scope),
+      ]);
+      return { webhooks: rows.map(toRecord), page, page_size: pageSize, total };
     },
 
     async get(principal: Principal, id: string) {
