@@ -1,13 +1,13 @@
 import { format } from 'node:util';
 import { runInThisContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { createJavaScriptSandbox } from '../../src/tools/code-execution/javascript.ts';
+import { createIsolateSandbox } from '../../src/tools/code-execution/javascript-isolate.ts';
 
 // A probe of the tool: console.log(0/0, 1/0, [undefined], new Error("boom"), new Map([[1, 2]]))
 // printed `null null [null] {} {}` (JSON.stringify), -0 printed 0 and a circular object
 // `[object Object]`. console.log in the isolate now prints what Node's prints: util.format.
 
-const sandbox = createJavaScriptSandbox({ memoryMb: 128, outputLimitBytes: 64 * 1024 });
+const sandbox = createIsolateSandbox({ memoryMb: 128, outputLimitBytes: 64 * 1024 });
 const run = (code: string, options: { timeoutMs?: number } = {}) =>
   sandbox.run({ code, timeoutMs: options.timeoutMs ?? 5_000, slot: 0, signal: new AbortController().signal });
 
@@ -161,7 +161,7 @@ describe('JavaScript console formatting is bounded', () => {
   });
 
   it('an object of 200,000 keys stops being formatted at the output cap', async () => {
-    const small = createJavaScriptSandbox({ memoryMb: 128, outputLimitBytes: 16 * 1024 });
+    const small = createIsolateSandbox({ memoryMb: 128, outputLimitBytes: 16 * 1024 });
     const result = await small.run({
       code: 'const o = {}; for (let i = 0; i < 2e5; i++) o["k" + i] = "v".repeat(20); console.log("done"); console.log(o)',
       timeoutMs: 10_000,

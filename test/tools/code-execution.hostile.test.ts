@@ -496,6 +496,41 @@ describe('JavaScript', () => {
     }
   });
 
+  it('growth that makes V8 give up (a Map past its largest size, an array past the heap) ends the run, not the server', async () => {
+    for (const code of [
+      'console.log("before"); const m = new Map(); for (let i = 0; ; i++) m.set(i, { i })',
+      'const s = new Set(); for (let i = 0; ; i++) s.add(i)',
+      'new Array(2 ** 32 - 1).fill(0)',
+    ]) {
+      // A RangeError the program sees (exit 1) or V8 giving up on the run's process (137).
+      const r = await javascript(code, 10);
+      expect([1, 137], code).toContain(r.exit_code);
+      expect(r.timed_out, code).toBe(false);
+      expect(r.output, code).toMatch(/RangeError/);
+      // The server that ran it still answers (afterEach checks /healthz too).
+      expect((await javascript('console.log(1 + 1)')).output).toBe('2\n');
+    }
+    const first = await javascript(
+      'console.log("before"); const m = new Map(); for (let i = 0; ; i++) m.set(i, { i })',
+      10,
+    );
+    expect(first.output.startsWith('before\n')).toBe(true);
+  });
+
+  it('a thrown value whose getters never return is stopped at the timeout, and frees its slot', async () => {
+    const hostile = [
+      'throw { get message() { while (true) {} }, get stack() { while (true) {} } }',
+      'throw new Proxy({}, { get() { while (true) {} }, ownKeys() { while (true) {} }, getPrototypeOf() { while (true) {} } })',
+      'class X extends Error { get name() { while (true) {} } } throw new X("m")',
+    ];
+    const runs = await Promise.all(hostile.map((code) => javascript(code, 1)));
+    for (const [i, r] of runs.entries()) {
+      expect(r.exit_code, hostile[i]).not.toBe(0);
+      expect(r.duration_ms, hostile[i]).toBeLessThan(15_000);
+    }
+    expect((await javascript('console.log("still served")')).output).toBe('still served\n');
+  });
+
   it('endless console output is cut at the cap; lone surrogates become U+FFFD', async () => {
     const r = await javascript('while (true) console.log("spam ".repeat(50))');
     expect(r.truncated).toBe(true);

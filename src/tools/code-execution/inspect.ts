@@ -3,7 +3,7 @@ import type { InspectContext, Layout } from './inspect-layout.ts';
 import type { Strings } from './inspect-strings.ts';
 
 /**
- * `util.inspect` for the JavaScript sandbox's `console`, running INSIDE the isolate: javascript.ts
+ * `util.inspect` for the JavaScript sandbox's `console`, running INSIDE the isolate: javascript-isolate.ts
  * evaluates the source text of this and the other inspect*.ts factories there (`String(fn)`), so
  * the formatting is type-checked and linted here yet costs the program's own time and memory
  * there. Each factory must stay self-contained: no imports but types, no module-level values,

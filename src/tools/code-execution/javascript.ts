@@ -1,94 +1,119 @@
-import ivm from 'isolated-vm';
-import { createInspect } from './inspect.ts';
-import { captureBuiltins } from './inspect-builtins.ts';
-import { createLayout } from './inspect-layout.ts';
-import { installConsole } from './inspect-console.ts';
-import { createStrings } from './inspect-strings.ts';
-import { createOutputCollector, type ExecutionLimits, type ExecutionResult, type Sandbox } from './limits.ts';
+import { fileURLToPath } from 'node:url';
+import type { SpawnedChild, Spawner } from '../../processes/spawner.ts';
+import type { JavaScriptReply, JavaScriptTask } from './javascript-process.ts';
+import type { ExecutionLimits, ExecutionResult, Sandbox } from './limits.ts';
+
+const script = fileURLToPath(new URL('./javascript-process.ts', import.meta.url));
+
+/** Beyond the program's own timeout: the process's start and the isolate's disposal. */
+const GRACE_MS = 3_000;
+/** The run's process's own heap: output copied out of the isolate and little else. */
+const PROCESS_HEAP_MB = 128;
+const SPARE_IDLE_MS = 60_000;
 
 /**
- * Runs inside the isolate before the user's code: `console` formats as Node does (inspect*.ts,
- * evaluated there from their source) and writes through the one host callback, under the
- * isolate's time and memory limits.
+ * JavaScript in an isolate (javascript-isolate.ts) inside a process of its own per run, forked by
+ * the spawner. A V8 fatal error in the isolate (a Map or an array grown past V8's largest size,
+ * an allocation past the heap: isolated-vm's memory limit is not a hard one) ends that process
+ * alone, and the run reports it. A program that holds its isolate past the timeout (a thrown value
+ * whose getters never return, read outside the isolate's timer) is killed with its process at
+ * the timeout plus a grace, so its slot is freed and no core keeps spinning.
  */
-const consoleSetup = `
-  const builtins = (${String(captureBuiltins)})();
-  const strings = (${String(createStrings)})(builtins);
-  const layout = (${String(createLayout)})(builtins, strings);
-  const inspector = (${String(createInspect)})(builtins, strings, layout, $1);
-  (${String(installConsole)})(builtins, inspector, $0);
-  // WebAssembly memory is allocated outside the V8 heap, so the isolate's memory limit does not
-  // count it: one call could commit gigabytes inside the API process. No WebAssembly, then.
-  delete globalThis.WebAssembly;
-`;
+export function createJavaScriptSandbox(limits: ExecutionLimits, spawner: Spawner): Sandbox {
+  interface RunProcess {
+    child: SpawnedChild;
+    /** True once it can take a program; false if it ended before. */
+    ready: Promise<boolean>;
+  }
+  const launch = (): RunProcess => {
+    const child = spawner.fork(script, {
+      // The program needs nothing from the environment, and secrets stay out of it.
+      env: {},
+      execArgv: [`--max-old-space-size=${PROCESS_HEAP_MB}`],
+    });
+    const ready = new Promise<boolean>((resolve) => {
+      child.on('message', (message) => {
+        if ((message as JavaScriptReply).type === 'ready') resolve(true);
+      });
+      child.once('exit', () => resolve(false));
+    });
+    return { child, ready };
+  };
+  // One process started ahead, so a run does not wait ~100 ms for Node to start; it is ended
+  // after a minute unused.
+  let spare: RunProcess | undefined;
+  let spareTimer: NodeJS.Timeout | undefined;
+  const take = (): RunProcess => {
+    const taken = spare !== undefined && spare.child.alive ? spare : launch();
+    spare = launch();
+    clearTimeout(spareTimer);
+    const idle = spare;
+    spareTimer = setTimeout(() => {
+      if (spare === idle) spare = undefined;
+      idle.child.kill('SIGKILL');
+    }, SPARE_IDLE_MS);
+    spareTimer.unref();
+    return taken;
+  };
 
-/** Settles when the script's value does: a returned promise is awaited, anything else is not. */
-const settle = 'return (async () => { await $0; })();';
-
-function describe(error: unknown): string {
-  if (error instanceof Error) return `${error.name}: ${error.message}`;
-  return `Uncaught ${String(error)}`;
-}
-
-/**
- * JavaScript in a fresh V8 isolate per call (isolated-vm): its own heap with a memory limit,
- * nothing of Node inside (no require, process, timers or network) and no WebAssembly, a wall-clock limit that
- * disposes the isolate, and console output through one host callback with a byte cap.
- */
-export function createJavaScriptSandbox(limits: ExecutionLimits): Sandbox {
   return {
-    async run(job) {
+    run(job) {
       const started = performance.now();
-      const isolate = new ivm.Isolate({ memoryLimit: limits.memoryMb });
-      let timedOut = false;
-      let killed = false;
-      const stop = () => {
-        killed = true;
-        // Never dispose from inside a callback the isolate is waiting on.
-        setImmediate(() => {
-          if (!isolate.isDisposed) isolate.dispose();
-        });
+      const chunks: Buffer[] = [];
+      let size = 0;
+      let settled = false;
+      let stoppedBy: 'deadline' | 'abort' | undefined;
+      const { child, ready } = take();
+      const stop = (why: 'deadline' | 'abort') => {
+        stoppedBy ??= why;
+        child.kill('SIGKILL');
       };
-      const output = createOutputCollector(limits.outputLimitBytes, stop);
-      const timer = setTimeout(() => {
-        timedOut = true;
-        stop();
-      }, job.timeoutMs);
-      job.signal.addEventListener('abort', stop, { once: true });
-      let exitCode = 0;
-      try {
-        const context = await isolate.createContext();
-        const write = new ivm.Callback((text: string) => output.write(String(text)));
-        await context.evalClosure(consoleSetup, [write, limits.outputLimitBytes], { timeout: job.timeoutMs });
-        const script = await isolate.compileScript(job.code, { filename: 'main.js' });
-        const value = await script.run(context, { reference: true, timeout: job.timeoutMs });
-        await context.evalClosure(settle, [value.derefInto()], { timeout: job.timeoutMs, result: { promise: true } });
-      } catch (error) {
-        exitCode = 1;
-        if (timedOut || killed) {
-          exitCode = 137;
-        } else if (isolate.isDisposed) {
-          // isolated-vm disposes an isolate that went over its memory limit.
-          exitCode = 137;
-          output.write(`RangeError: memory limit of ${limits.memoryMb} MB exceeded\n`);
-        } else if (error instanceof Error && /timed out/i.test(error.message)) {
-          timedOut = true;
-          exitCode = 137;
-        } else {
-          output.write(`${describe(error)}\n`);
-        }
-      } finally {
-        clearTimeout(timer);
-        job.signal.removeEventListener('abort', stop);
-        if (!isolate.isDisposed) isolate.dispose();
-      }
-      return {
-        output: output.text(),
-        exit_code: exitCode,
-        timed_out: timedOut,
-        duration_ms: Math.round(performance.now() - started),
-        truncated: output.truncated,
-      } satisfies ExecutionResult;
+      const deadline = setTimeout(() => stop('deadline'), job.timeoutMs + GRACE_MS);
+      const onAbort = () => stop('abort');
+      job.signal.addEventListener('abort', onAbort, { once: true });
+      if (job.signal.aborted) onAbort();
+
+      void ready.then((ok) => {
+        if (ok) child.send({ code: job.code, timeoutMs: job.timeoutMs, limits } satisfies JavaScriptTask);
+      });
+
+      return new Promise<ExecutionResult>((resolve) => {
+        const finish = (value: Omit<ExecutionResult, 'duration_ms'>) => {
+          settled = true;
+          clearTimeout(deadline);
+          job.signal.removeEventListener('abort', onAbort);
+          resolve({ ...value, duration_ms: Math.round(performance.now() - started) });
+        };
+        child.on('message', (message) => {
+          const reply = message as JavaScriptReply;
+          if (reply.type === 'output') {
+            const data = Buffer.from(reply.data);
+            // The process caps its output; this holds the parent to the same cap whatever it sends.
+            if (size + data.length <= limits.outputLimitBytes) {
+              chunks.push(data);
+              size += data.length;
+            }
+          } else if (reply.type === 'result') {
+            // Answered now: the process exits on its own, and is killed should it linger.
+            finish(reply.result);
+            child.kill('SIGKILL');
+          }
+        });
+        child.once('exit', (code, signal, error) => {
+          if (settled) return;
+          let output = new TextDecoder('utf-8', { fatal: false }).decode(Buffer.concat(chunks));
+          if (stoppedBy === undefined) {
+            const how = error ?? (signal !== null ? signal : `exit code ${code}`);
+            output += `RangeError: the program was stopped by V8 (${how}), most often for memory beyond the limit of ${limits.memoryMb} MB\n`;
+          }
+          finish({
+            output,
+            exit_code: 137,
+            timed_out: stoppedBy === 'deadline',
+            truncated: size >= limits.outputLimitBytes,
+          });
+        });
+      });
     },
   };
 }

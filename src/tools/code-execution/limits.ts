@@ -64,22 +64,29 @@ export const pythonLimits = {
  * Collects output up to a byte cap. The first write that crosses it keeps what fits, flags the
  * result truncated and calls `onOverflow` once (the runner then stops the program).
  */
-export function createOutputCollector(limitBytes: number, onOverflow: () => void) {
+export function createOutputCollector(limitBytes: number, onOverflow: () => void, onKept?: (kept: Buffer) => void) {
   const chunks: Buffer[] = [];
   let size = 0;
   let truncated = false;
   return {
     write(chunk: Buffer | string): void {
       if (truncated) return;
-      const buffer = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+      // A character is at least one byte: a string is cut to what can fit before it is encoded, so a
+      // gigabyte written at once is not copied whole.
+      const room = limitBytes - size;
+      const buffer =
+        typeof chunk === 'string' ? Buffer.from(chunk.length > room + 1 ? chunk.slice(0, room + 1) : chunk) : chunk;
       if (size + buffer.length > limitBytes) {
-        chunks.push(buffer.subarray(0, limitBytes - size));
+        const kept = buffer.subarray(0, room);
+        chunks.push(kept);
+        onKept?.(kept);
         size = limitBytes;
         truncated = true;
         onOverflow();
         return;
       }
       chunks.push(buffer);
+      onKept?.(buffer);
       size += buffer.length;
     },
     get truncated(): boolean {

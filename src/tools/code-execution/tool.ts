@@ -72,7 +72,7 @@ export interface CodeExecutionDeps {
   /** Where the compiled seccomp filter is cached (`<DATA_DIR>/sandbox`). */
   dataDir: string;
   logger: Logger;
-  /** Forks the sandboxed Python programs (processes/spawner.ts). */
+  /** Forks the sandboxed Python programs and JavaScript runs' processes (processes/spawner.ts). */
   spawner: Spawner;
 }
 
@@ -87,7 +87,7 @@ export function createCodeExecution(deps: CodeExecutionDeps) {
     python: createSlotQueue({ slots: config.concurrency, ...share }),
     javascript: createSlotQueue({ slots: config.jsConcurrency, ...share }),
   };
-  const javascript = createJavaScriptSandbox(config);
+  const javascript = createJavaScriptSandbox(config, deps.spawner);
   const python = preparePython(config, join(deps.dataDir, 'sandbox'), deps.spawner).then((availability) => {
     if (availability.ok) {
       logger.info(`code_execution: Python sandbox ready (bubblewrap, seccomp; per-run budget: ${availability.budget})`);
