@@ -28,7 +28,27 @@ const unavailableCodes = new Set([
   '08001',
   '08003',
   '08006',
+  // Insufficient resources: too many connections, out of memory, a configuration limit.
+  '53000',
+  '53200',
+  '53300',
+  '53400',
+  // The database itself is gone or renamed away (and may come back).
+  '3D000',
+  '57P04',
 ]);
+
+/** PostgreSQL's disk_full: a statement that needed to write found no space; it wrote nothing. */
+const DISK_FULL = '53100';
+
+function codesOf(error: unknown): string[] {
+  const codes: string[] = [];
+  for (let e = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string') codes.push(code);
+  }
+  return codes;
+}
 
 function isDatabaseUnavailable(error: unknown): boolean {
   for (let e = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
@@ -94,6 +114,13 @@ export function toAppError(error: unknown): AppError {
     return new AppError({ code: 'internal_error', message: 'Response serialization failed', cause: error });
   const refused = refusedInput(error);
   if (refused !== undefined) return new AppError({ code: 'invalid_value', message: refused, cause: error });
+  if (codesOf(error).includes(DISK_FULL)) {
+    return new AppError({
+      code: 'service_unavailable',
+      message: 'The database is out of disk space: nothing was written; retry once space is freed',
+      cause: error,
+    });
+  }
   if (isDatabaseUnavailable(error)) {
     return new AppError({ code: 'service_unavailable', message: 'Database unavailable, retry shortly', cause: error });
   }
