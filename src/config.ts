@@ -25,24 +25,25 @@ export const envSchema = z.object({
   LISTEN_BACKLOG: z.coerce.number().int().min(1).max(65_535).default(4096),
   DATA_DIR: z.string().min(1).default('./data'),
   DATABASE_URL: z.url().optional(),
-  DATABASE_POOL_SIZE: positiveInt.default(10),
+  DATABASE_POOL_SIZE: positiveInt.max(1_000).default(10),
   REDIS_URL: z.url().optional(),
   RAGPORT_ADMIN_KEY: z.string().min(32, 'RAGPORT_ADMIN_KEY must be at least 32 characters').optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   TRUST_PROXY: bool.default(false),
   BODY_LIMIT_BYTES: positiveInt.default(10 * 1024 * 1024),
-  BODY_IDLE_TIMEOUT_MS: positiveInt.default(60_000),
+  // Timers take at most 2^31 - 1 ms; beyond it Node fires them at once.
+  BODY_IDLE_TIMEOUT_MS: positiveInt.max(3_600_000).default(60_000),
   CORS_ORIGINS: z.string().optional(),
   RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: positiveInt.default(60),
   AUTH_CACHE_TTL_MS: z.coerce.number().int().min(0).max(3_600_000).default(30_000),
   RATE_LIMIT_REDIS_FAILURE: z.enum(['local', 'closed']).default('local'),
-  SHUTDOWN_TIMEOUT_MS: positiveInt.default(10_000),
+  SHUTDOWN_TIMEOUT_MS: positiveInt.max(3_600_000).default(10_000),
   METRICS_TOKEN: z.string().min(16, 'METRICS_TOKEN must be at least 16 characters').optional(),
   METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   MODELS_DIR: z.string().min(1).optional(),
   EMBEDDING_MODEL: z.string().min(1).default('sentence-transformers/all-MiniLM-L6-v2'),
   EMBEDDING_DTYPE: z.enum(['q8', 'fp32']).default('q8'),
-  EMBEDDING_THREADS: positiveInt.optional(),
+  EMBEDDING_THREADS: positiveInt.max(256).optional(),
   UPLOAD_LIMIT_BYTES: positiveInt.default(50 * 1024 * 1024),
   PARSE_MAX_CHARS: z.coerce.number().int().min(1_000).max(100_000_000).default(10_000_000),
   CHUNK_TOKENS: z.coerce.number().int().min(16).max(8192).default(200),
@@ -106,8 +107,8 @@ export const envSchema = z.object({
   RAGPORT_CONFIG: z.string().min(1).optional(),
   OPENAI_API_KEY: z.string().min(1).optional(),
   OPENAI_BASE_URL: z.url().optional(),
-  USAGE_FLUSH_INTERVAL_MS: positiveInt.default(1_000),
-  USAGE_FLUSH_MAX_ROWS: positiveInt.default(1_000),
+  USAGE_FLUSH_INTERVAL_MS: positiveInt.max(3_600_000).default(1_000),
+  USAGE_FLUSH_MAX_ROWS: positiveInt.max(1_000_000).default(1_000),
   CHATBOT_CONTEXT_WINDOW: z.coerce.number().int().min(256).max(100_000_000).default(8_192),
 });
 
@@ -283,7 +284,8 @@ export class ConfigError extends Error {}
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const relevant = Object.fromEntries(
     Object.keys(envSchema.shape)
-      .filter((name) => env[name] !== undefined && env[name] !== '')
+      // Unset, empty or only spaces: the default (a space read as a number is 0).
+      .filter((name) => (env[name] ?? '').trim() !== '')
       .map((name) => [name, env[name]]),
   );
   const parsed = configSchema(env).safeParse(relevant);

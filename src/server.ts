@@ -63,7 +63,10 @@ async function main(): Promise<void> {
   let stopping = false;
   let exitCode = 0;
   const stop = async (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      logger.info({ signal }, 'already shutting down');
+      return;
+    }
     stopping = true;
     logger.info({ signal, timeout_ms: config.shutdownTimeoutMs }, 'shutting down');
     app.beginShutdown();
@@ -97,8 +100,10 @@ async function main(): Promise<void> {
     exitCode = 1;
     return stop(reason);
   };
-  process.once('SIGTERM', () => void stop('SIGTERM'));
-  process.once('SIGINT', () => void stop('SIGINT'));
+  // Every time, not once: a second signal (a supervisor that repeats it, launch.mjs once npm is
+  // gone, Ctrl-C twice) would otherwise kill the process mid-shutdown. SIGHUP (the terminal
+  // closed) shuts down the same way.
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, () => void stop(signal));
 }
 
 main().catch((error: unknown) => {

@@ -41,7 +41,10 @@ async function main(): Promise<void> {
 
   let stopping = false;
   const stop = async (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      logger.info({ signal }, 'already stopping');
+      return;
+    }
     stopping = true;
     logger.info({ signal, timeout_ms: config.shutdownTimeoutMs }, 'worker stopping');
     // A job stuck past the deadline (a parser that cannot be interrupted) is left to its lease.
@@ -60,8 +63,8 @@ async function main(): Promise<void> {
     logger.info('worker stopped');
     process.exit(0);
   };
-  process.once('SIGTERM', () => void stop('SIGTERM'));
-  process.once('SIGINT', () => void stop('SIGINT'));
+  // Every time, not once: a second signal would otherwise kill the worker mid-shutdown (server.ts).
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, () => void stop(signal));
 }
 
 main().catch((error: unknown) => {

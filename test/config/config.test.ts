@@ -42,7 +42,24 @@ describe('configuration', () => {
     }
   });
 
-  it('empty variables count as unset', () => {
+  it('empty variables, and variables of spaces only, count as unset', () => {
     expect(loadConfig({ DATABASE_URL: '', PORT: '' }).port).toBe(8080);
+    // A space read as a number was 0: a random port, or no ingestion at all.
+    const spaces = loadConfig({ PORT: ' ', INGESTION_CONCURRENCY: '  ', HOST: ' ' });
+    expect(spaces).toMatchObject({ port: 8080, ingestionConcurrency: 4 });
+    expect(spaces.host).toBe(loadConfig({}).host);
+  });
+
+  it('durations stop at an hour and counts at a sane bound: past 2^31 - 1 ms a timer fires at once', () => {
+    for (const [name, value] of [
+      ['SHUTDOWN_TIMEOUT_MS', '3000000000'],
+      ['USAGE_FLUSH_INTERVAL_MS', '3000000000'],
+      ['BODY_IDLE_TIMEOUT_MS', '3600001'],
+      ['EMBEDDING_THREADS', '3000000000'],
+      ['DATABASE_POOL_SIZE', '100000'],
+    ]) {
+      expect(() => loadConfig({ [name as string]: value }), name).toThrow(new RegExp(`${name}: .*<=`));
+    }
+    expect(loadConfig({ SHUTDOWN_TIMEOUT_MS: '3600000' }).shutdownTimeoutMs).toBe(3_600_000);
   });
 });

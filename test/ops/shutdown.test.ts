@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -166,6 +166,24 @@ describe('SIGTERM on node src/server.ts', () => {
     } finally {
       mock.options.completionTokens = 12;
     }
+  }, 90_000);
+
+  it('SIGHUP drains like SIGTERM, and a second signal during the drain does not cut it short', async () => {
+    const server = await startServerProcess(serverEnv({ INGESTION_CONCURRENCY: '0', SHUTDOWN_TIMEOUT_MS: '20000' }));
+    running.push(server);
+    const { reader, first } = await startStream(server.url, adminKey);
+    server.child.kill('SIGHUP');
+    await refused(server.url);
+    // What a supervisor repeating itself, or launch.mjs once npm is gone, sends: it killed the
+    // process mid-shutdown (exit 143, the stream cut, the data directory's lock left behind).
+    server.child.kill('SIGTERM');
+    server.child.kill('SIGINT');
+    const body = await readUntil(reader, first, (s) => s.endsWith('data: [DONE]\n\n'));
+    expect(body.match(/"content":"w\d+ "/g)).toHaveLength(12);
+    expect(body).not.toContain('"error"');
+    expect(await server.exited).toEqual({ code: 0, signal: null });
+    expect(server.output()).toContain('already shutting down');
+    expect(existsSync(path.join(dataDir, 'ragport.lock'))).toBe(false);
   }, 90_000);
 
   it('requests in flight on every connection are answered before anything closes, whichever acceptor took them', async () => {
