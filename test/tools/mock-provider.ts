@@ -15,6 +15,7 @@ export interface MockReply {
   delayMs?: number;
   /** Destroy the connection instead of answering. */
   hangUp?: boolean;
+  headers?: Record<string, string>;
 }
 
 /**
@@ -44,6 +45,7 @@ export async function startMockProvider(defaultReply: (request: RecordedRequest)
         const text = typeof reply.body === 'string' ? reply.body : JSON.stringify(reply.body);
         res.writeHead(reply.status, {
           'content-type': typeof reply.body === 'string' ? 'text/html' : 'application/json',
+          ...reply.headers,
         });
         res.end(text);
       }, reply.delayMs ?? 0);

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig, type WebSearchConfig } from '../../src/config.ts';
+import { stripHtml } from '../../src/tools/web-search/html.ts';
 import type { WebSearchResult } from '../../src/tools/web-search/tool.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 import { startMockProvider, type MockProvider } from './mock-provider.ts';
@@ -212,6 +213,50 @@ describe('web_search through the Brave Search API', () => {
     const response = await call(t, key, { query: 'malformed' });
     expect(response.status).toBe(502);
     expect(await response.json()).toEqual({ error: 'Brave Search API error: 200 unexpected response body' });
+  });
+
+  it('a provider answer past 4 MB is a 502; huge or deeply nested snippets are cut, not relayed or crashed on', async () => {
+    brave.queue({
+      status: 200,
+      body: { web: { results: [{ title: 't', url: 'https://a.example/', description: 'x'.repeat(5_000_000) }] } },
+    });
+    const huge = await call(t, key, { query: 'huge answer' });
+    expect(huge.status).toBe(502);
+    expect(await huge.json()).toEqual({ error: 'Brave Search API error: 200 response body larger than 4 MB' });
+
+    const nested = `${'<div>'.repeat(100_000)}deep${'</div>'.repeat(100_000)}`;
+    brave.queue({
+      status: 200,
+      body: {
+        web: {
+          results: [
+            { title: 'w '.repeat(100_000), url: 'https://b.example/', description: 'word '.repeat(200_000) },
+            { title: nested, url: 'https://c.example/', description: nested },
+          ],
+        },
+      },
+    });
+    const cut = await call(t, key, { query: 'huge snippets' });
+    expect(cut.status).toBe(200);
+    const { results } = (await cut.json()) as WebSearchResult;
+    expect(results[0]?.title.length).toBeLessThanOrEqual(1_000);
+    expect(results[0]?.snippet.length).toBeLessThanOrEqual(4_000);
+    expect(results[0]?.snippet.endsWith('…')).toBe(true);
+    expect(results[1]?.url).toBe('https://c.example/');
+    // A tree that deep overflowed the call stack: 500 Internal server error.
+    expect(stripHtml(nested)).toBe('deep');
+  });
+
+  it('a redirect is a 502 that says so', async () => {
+    brave.queue(
+      { status: 302, body: '', headers: { location: 'http://169.254.169.254/' } },
+      { status: 302, body: '', headers: { location: 'http://169.254.169.254/' } },
+    );
+    const response = await call(t, key, { query: 'moved' });
+    expect(response.status).toBe(502);
+    expect(await response.json()).toEqual({
+      error: 'Brave Search API error: answered with a redirect, which is not followed',
+    });
   });
 
   it('rejects bad parameters with 400', async () => {

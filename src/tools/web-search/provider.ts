@@ -39,13 +39,28 @@ export const isRecord = (v: unknown): v is Record<string, unknown> =>
 
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 
-/** Maps `[{title, url, <snippetField>}]` to results, dropping entries without a URL. */
+/** Longest title, snippet and URL kept of a result (a search result's are a few hundred characters). */
+export const RESULT_LIMITS = { title: 1_000, snippet: 4_000, url: 4_096 };
+
+/** `html`'s text, read from its first 16 times `max` characters and cut to `max` with an ellipsis. */
+function textOf(html: string, max: number): string {
+  const text = stripHtml(html.length > max * 16 ? html.slice(0, max * 16) : html);
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+/** Maps `[{title, url, <snippetField>}]` to results, dropping entries without a URL (or with one too long to be real). */
 export function mapResults(list: unknown, snippetField: string): WebPage[] | undefined {
   if (!Array.isArray(list)) return undefined;
   return list.filter(isRecord).flatMap((r) => {
     const url = str(r.url);
-    if (!url) return [];
-    return [{ title: stripHtml(str(r.title)), url, snippet: stripHtml(str(r[snippetField])) }];
+    if (!url || url.length > RESULT_LIMITS.url) return [];
+    return [
+      {
+        title: textOf(str(r.title), RESULT_LIMITS.title),
+        url,
+        snippet: textOf(str(r[snippetField]), RESULT_LIMITS.snippet),
+      },
+    ];
   });
 }
 

@@ -29,8 +29,28 @@ function clean(text: string, secrets: readonly string[]): string {
   return out.length > MAX_MESSAGE ? `${out.slice(0, MAX_MESSAGE)}…` : out;
 }
 
+/** Largest provider answer read: a page of results is tens of kilobytes. */
+export const MAX_BODY_BYTES = 4 * 1024 * 1024;
+
+class BodyTooLarge extends Error {}
+
 async function readBody(response: Response): Promise<{ json: unknown; text: string }> {
-  const text = await response.text();
+  const declared = Number(response.headers.get('content-length'));
+  if (Number.isFinite(declared) && declared > MAX_BODY_BYTES) {
+    await response.body?.cancel();
+    throw new BodyTooLarge();
+  }
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of (response.body ?? []) as AsyncIterable<Uint8Array>) {
+    size += chunk.byteLength;
+    if (size > MAX_BODY_BYTES) {
+      await response.body?.cancel().catch(() => undefined);
+      throw new BodyTooLarge();
+    }
+    chunks.push(chunk);
+  }
+  const text = Buffer.concat(chunks).toString('utf8');
   try {
     return { json: JSON.parse(text) as unknown, text };
   } catch {
@@ -72,8 +92,11 @@ export async function search(
         await sleep(options.retryDelayMs ?? 200, undefined, { signal });
         continue;
       }
-      const cause = (error as { cause?: { code?: string } }).cause?.code;
-      return fail(undefined, `connection failed${cause ? ` (${cause})` : ''}`);
+      const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+      // fetch's `redirect: 'error'`: a redirect is never followed (it could point anywhere).
+      if (/redirect/i.test(cause?.message ?? ''))
+        return fail(undefined, 'answered with a redirect, which is not followed');
+      return fail(undefined, `connection failed${cause?.code ? ` (${cause.code})` : ''}`);
     }
 
     if (response.status >= 500 && attempt === 1) {
@@ -86,6 +109,9 @@ export async function search(
       body = await readBody(response);
     } catch (error) {
       if (signal.aborted) throw error;
+      if (error instanceof BodyTooLarge) {
+        return fail(response.status, `response body larger than ${MAX_BODY_BYTES / 1024 / 1024} MB`);
+      }
       return fail(response.status, 'response body could not be read');
     }
     if (!response.ok) {
