@@ -1,3 +1,4 @@
+import { DISK_FULL_CODE } from './db/disk-guard.ts';
 import { buildApp } from './app.ts';
 import { openapiDocument } from './http/openapi.ts';
 import { ConfigError, loadConfig } from './config.ts';
@@ -109,7 +110,11 @@ async function main(): Promise<void> {
 main().catch((error: unknown) => {
   if (error instanceof ConfigError) {
     process.stderr.write(`${error.message}\n`);
-  } else if (error instanceof DataDirLockedError || error instanceof DatabaseFromNewerReleaseError) {
+  } else if (
+    error instanceof DataDirLockedError ||
+    error instanceof DatabaseFromNewerReleaseError ||
+    (error instanceof Error && (error as { code?: unknown }).code === DISK_FULL_CODE)
+  ) {
     process.stderr.write(`ragport failed to start: ${error.message}\n`);
   } else {
     process.stderr.write(

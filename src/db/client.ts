@@ -9,6 +9,7 @@ import { listen } from './notifications.ts';
 import { sql } from './orm.ts';
 import { drizzleNodePg, drizzlePglite, migrateNodePg, migratePglite } from './orm-drivers.ts';
 import { knownMigrations, migrateKnown, recordedMigrations } from './migrations.ts';
+import { mayWrite, watchDisk } from './disk-guard.ts';
 import { startPgliteThread, type RemoteQueryable, type WaitListener } from './pglite-remote.ts';
 import * as schema from './schema/index.ts';
 
@@ -88,6 +89,8 @@ const isEngineFailure = (error: unknown): error is Error => error instanceof Ran
 export interface PgliteOptions {
   /** Called once when the engine fails below SQL: the server then exits for its supervisor. */
   onBroken?: (error: Error) => void;
+  /** Writes are refused while less than this is free on the data directory's disk (0: never). */
+  minFreeBytes?: number;
 }
 
 /**
@@ -104,6 +107,15 @@ export async function openPglite(dir?: string, options: PgliteOptions = {}): Pro
     broken = error;
     options.onBroken?.(error);
   };
+  const disk =
+    dir !== undefined && (options.minFreeBytes ?? 0) > 0 ? watchDisk(dir, options.minFreeBytes ?? 0) : undefined;
+  // PGlite opening on a disk without room fails as `PGlite failed to initialize properly`, or
+  // spins: say what is wrong instead.
+  const shortage = disk?.shortage();
+  if (shortage) {
+    disk?.stop();
+    throw shortage;
+  }
   const client = await startPgliteThread(dir, markBroken);
   const refusal = () =>
     new Error(`embedded database failed (${broken?.message ?? 'unknown'}); restart ragport to reopen it`);
@@ -111,6 +123,11 @@ export async function openPglite(dir?: string, options: PgliteOptions = {}): Pro
     <A extends unknown[], R>(method: (...args: A) => Promise<R>) =>
     async (...args: A): Promise<R> => {
       if (broken) throw refusal();
+      const statement = args[0];
+      if (typeof statement === 'string' && mayWrite(statement)) {
+        const shortage = disk?.shortage();
+        if (shortage) throw shortage;
+      }
       const params = args[1];
       if (Array.isArray(params) && params.length > PGLITE_MAX_PARAMETERS) {
         throw new Error(
@@ -164,6 +181,9 @@ export async function openPglite(dir?: string, options: PgliteOptions = {}): Pro
     },
     ping: async () => {
       await client.query(readinessQuery);
+      // Not ready while writes are refused: uploads, keys and chats would all fail here.
+      const shortage = disk?.shortage();
+      if (shortage) throw shortage;
     },
     listen: async (channel, onMessage) => {
       const unsubscribe = await client.listen(channel, onMessage);
@@ -172,6 +192,7 @@ export async function openPglite(dir?: string, options: PgliteOptions = {}): Pro
     onWait: (listener) => client.onWait(listener),
     ...(dir === undefined ? {} : { beginBackup: () => beginBackup(client, dir) }),
     close: async () => {
+      disk?.stop();
       if (!client.closed) await client.close();
     },
   };
@@ -302,6 +323,8 @@ export interface OpenDatabaseOptions {
   onPoolError?: (error: Error) => void;
   /** The embedded engine failed below SQL (see openPglite). */
   onBroken?: (error: Error) => void;
+  /** DATA_DIR_MIN_FREE_MB in bytes (see openPglite). */
+  minFreeBytes?: number;
 }
 
 /** `DATABASE_URL` selects a PostgreSQL server; without it, the embedded database under DATA_DIR. */
@@ -316,10 +339,10 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
   // One process owns the embedded database: a second opener is refused before it reads a byte.
   const lock = lockDataDir(options.dataDir);
   try {
-    const database = await openPglite(
-      path.join(options.dataDir, 'pg'),
-      options.onBroken ? { onBroken: options.onBroken } : {},
-    );
+    const database = await openPglite(path.join(options.dataDir, 'pg'), {
+      ...(options.onBroken ? { onBroken: options.onBroken } : {}),
+      ...(options.minFreeBytes === undefined ? {} : { minFreeBytes: options.minFreeBytes }),
+    });
     const close = database.close.bind(database);
     return Object.assign(database, {
       close: async () => {
@@ -335,7 +358,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
 
 /** The database as configured, with connection failures logged instead of crashing. */
 export function openConfiguredDatabase(
-  config: { databaseUrl: string | undefined; dataDir: string; databasePoolSize: number },
+  config: { databaseUrl: string | undefined; dataDir: string; databasePoolSize: number; dataDirMinFreeMb: number },
   logger: { warn: (obj: object, msg: string) => void },
   onBroken?: (error: Error) => void,
 ): Promise<Database> {
@@ -343,6 +366,7 @@ export function openConfiguredDatabase(
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
     poolSize: config.databasePoolSize,
+    minFreeBytes: config.dataDirMinFreeMb * 1024 * 1024,
     onPoolError: (error) => logger.warn({ err: error }, 'database connection failed'),
     ...(onBroken ? { onBroken } : {}),
   });

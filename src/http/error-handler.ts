@@ -1,3 +1,4 @@
+import { DISK_FULL_CODE } from '../db/disk-guard.ts';
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -38,8 +39,8 @@ const unavailableCodes = new Set([
   '57P04',
 ]);
 
-/** PostgreSQL's disk_full: a statement that needed to write found no space; it wrote nothing. */
-const DISK_FULL = '53100';
+/** PostgreSQL's disk_full (and the embedded database's disk guard): nothing was written. */
+const DISK_FULL = DISK_FULL_CODE;
 
 function codesOf(error: unknown): string[] {
   const codes: string[] = [];

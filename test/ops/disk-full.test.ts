@@ -1,0 +1,128 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mayWrite } from '../../src/db/disk-guard.ts';
+import { randomBase62 } from '../../src/db/ids.ts';
+import { call as request } from '../support/http.ts';
+import { spawnRagport, startServerProcess, waitUntil, type RagportProcess } from '../support/processes.ts';
+
+describe('which statements may write', () => {
+  it('reads pass, anything that may change a row or take a row lock does not', () => {
+    for (const sql of [
+      'select 1',
+      '  SELECT * from documents',
+      'with x as (select 1) select * from x',
+      'show work_mem',
+    ])
+      expect(mayWrite(sql), sql).toBe(false);
+    for (const sql of [
+      'insert into t values (1)',
+      'update t set a = 1',
+      'delete from t',
+      'with gone as (delete from t returning id) select * from gone',
+      'select * from jobs for update skip locked',
+      "select nextval('s')",
+      'select * into copy from t',
+      'create table t (a int)',
+      'begin',
+    ])
+      expect(mayWrite(sql), sql).toBe(true);
+  });
+});
+
+/**
+ * The embedded database on a small real disk (a tmpfs, so this needs root): PGlite that meets
+ * ENOSPC zero-filling a WAL segment spins for good and every request hung (3 of 3 in a probe).
+ * Below DATA_DIR_MIN_FREE_MB writes are refused before they reach it.
+ */
+const root = process.getuid?.() === 0;
+let mountPoint: string | undefined;
+const mounted = () => {
+  if (!root) return false;
+  const dir = mkdtempSync(path.join(tmpdir(), 'ragport-small-disk-'));
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=128m', 'tmpfs', dir]);
+    mountPoint = dir;
+    return true;
+  } catch {
+    rmSync(dir, { recursive: true, force: true });
+    return false;
+  }
+};
+
+describe.skipIf(!mounted())('a full disk under the embedded database', () => {
+  const adminKey = `admin_${randomBase62(40)}`;
+  const running: RagportProcess[] = [];
+  let dataDir: string;
+  beforeAll(() => {
+    dataDir = path.join(mountPoint as string, 'data');
+  });
+  afterAll(async () => {
+    for (const p of running) await p.stop('SIGKILL');
+    execFileSync('umount', ['-l', mountPoint as string]);
+    rmSync(mountPoint as string, { recursive: true, force: true });
+  });
+  const call = (url: string, route: string, init: Parameters<typeof request>[2] = {}) =>
+    request(url, route, { key: adminKey, ...init, signal: AbortSignal.timeout(20_000) });
+
+  it('refuses writes with 503 and is not ready, serves reads, and takes writes again once space is freed', async () => {
+    const env = {
+      DATA_DIR: dataDir,
+      RAGPORT_ADMIN_KEY: adminKey,
+      INGESTION_CONCURRENCY: '0',
+      DATA_DIR_MIN_FREE_MB: '40',
+    };
+    const server = await startServerProcess(env);
+    running.push(server);
+    expect((await call(server.url, '/api/v1/rag/collections', { method: 'POST', json: { name: 'fill' } })).status).toBe(
+      201,
+    );
+    const accepted: string[] = [];
+    let refusal: Response | undefined;
+    // ~1 MB documents until refused: every request answers, none hangs.
+    const content = 'word '.repeat(200_000);
+    for (let i = 0; i < 200 && refusal === undefined; i++) {
+      const response = await call(server.url, '/api/v1/rag/collections/fill/documents', {
+        method: 'POST',
+        json: { name: `doc-${i}.txt`, content: `${i} ${content}` },
+      });
+      if (response.status === 202) accepted.push(((await response.json()) as { id: string }).id);
+      else refusal = response;
+    }
+    expect(refusal?.status).toBe(503);
+    expect(await refusal?.json()).toEqual({
+      error: 'The database is out of disk space: nothing was written; retry once space is freed',
+    });
+    expect(accepted.length).toBeGreaterThan(0);
+    const ready = await call(server.url, '/readyz', { key: null });
+    expect(ready.status).toBe(503);
+    expect(JSON.stringify(await ready.json())).toMatch(/MB free, less than the 40 MB it keeps free/);
+    // Reads go on.
+    const list = await call(server.url, '/api/v1/rag/collections/fill/documents?page_size=100');
+    expect(list.status).toBe(200);
+    expect(((await list.json()) as { total: number }).total).toBe(accepted.length);
+
+    // More room: writes again, without a restart.
+    execFileSync('mount', ['-o', 'remount,size=256m', mountPoint as string]);
+    await waitUntil(
+      'writes taken again',
+      async () => (await call(server.url, '/readyz', { key: null })).status === 200,
+    );
+    const after = await call(server.url, '/api/v1/rag/collections/fill/documents', {
+      method: 'POST',
+      json: { name: 'after.txt', content: 'room again' },
+    });
+    expect(after.status).toBe(202);
+    expect(await server.stop('SIGTERM')).toEqual({ code: 0, signal: null });
+
+    // Too little room to start: one sentence, not PGlite's "failed to initialize properly".
+    const refused = spawnRagport('server', { ...env, PORT: '0', DATA_DIR_MIN_FREE_MB: '100000' });
+    running.push(refused);
+    expect(await refused.exited).toEqual({ code: 1, signal: null });
+    expect(refused.output()).toMatch(
+      /ragport failed to start: the embedded database's disk has \d+ MB free, less than the 100000 MB it keeps free \(DATA_DIR_MIN_FREE_MB\)/,
+    );
+  }, 240_000);
+});
