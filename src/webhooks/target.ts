@@ -30,9 +30,16 @@ for (const [net, prefix] of [
 for (const [net, prefix] of [
   ['::', 128],
   ['::1', 128],
+  // IPv4-compatible (deprecated) addresses, ::a.b.c.d: [::127.0.0.1] was accepted.
+  ['::', 96],
   // IPv4-mapped addresses (::ffff:a.b.c.d) are refused whatever they map to.
   ['::ffff:0:0', 96],
   ['64:ff9b::', 96],
+  // Local-use NAT64, and 6to4 and Teredo, which carry an IPv4 address inside (2002:7f00:1:: is
+  // 127.0.0.1 through a relay).
+  ['64:ff9b:1::', 48],
+  ['2002::', 16],
+  ['2001::', 32],
   ['100::', 64],
   ['2001:db8::', 32],
   ['fc00::', 7],

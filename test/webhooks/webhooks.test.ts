@@ -300,6 +300,10 @@ describe('SSRF', () => {
       '::ffff:7f00:1',
       '0.0.0.0',
       '100.64.0.1',
+      '::7f00:1',
+      '2002:7f00:1::',
+      '64:ff9b:1::7f00:1',
+      '2001:0:4136:e378:8000:63bf:3fff:fdd2',
     ]) {
       expect(isPublicAddress(a), a).toBe(false);
     }
