@@ -24,10 +24,10 @@ export const envSchema = z.object({
   LISTEN_ACCEPTORS: z.coerce.number().int().min(1).max(256).default(64),
   LISTEN_BACKLOG: z.coerce.number().int().min(1).max(65_535).default(4096),
   DATA_DIR: z.string().min(1).default('./data'),
-  DATABASE_URL: z.url().optional(),
+  DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/, error: 'must be a postgres:// or postgresql:// URL' }).optional(),
   DATABASE_POOL_SIZE: positiveInt.max(1_000).default(10),
   DATA_DIR_MIN_FREE_MB: z.coerce.number().int().min(0).max(1_000_000).default(128),
-  REDIS_URL: z.url().optional(),
+  REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }).optional(),
   RAGPORT_ADMIN_KEY: z.string().min(32, 'RAGPORT_ADMIN_KEY must be at least 32 characters').optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   TRUST_PROXY: bool.default(false),
@@ -127,6 +127,14 @@ const configSchema = (env: NodeJS.ProcessEnv) =>
   envSchema.transform((e, ctx) => {
     const chosen = e.WEB_SEARCH_PROVIDER;
     const configured = { brave: e.BRAVE_SEARCH_API_KEY, searxng: e.SEARXNG_URL, tavily: e.TAVILY_API_KEY };
+    if (e.METRICS_PORT !== undefined && e.METRICS_PORT !== 0 && e.METRICS_PORT === e.PORT) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['METRICS_PORT'],
+        message: `is PORT (${e.PORT}): metrics get a port of their own, or leave it unset to serve /metrics on PORT`,
+      });
+      return z.NEVER;
+    }
     if (chosen && !configured[chosen]) {
       ctx.addIssue({
         code: 'custom',

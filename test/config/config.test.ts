@@ -42,6 +42,18 @@ describe('configuration', () => {
     }
   });
 
+  it('database and Redis URLs of another scheme, and METRICS_PORT equal to PORT, stop start-up naming the variable', () => {
+    expect(() => loadConfig({ DATABASE_URL: 'http://127.0.0.1:5432/x' })).toThrow(
+      /DATABASE_URL: must be a postgres:\/\/ or postgresql:\/\/ URL/,
+    );
+    expect(loadConfig({ DATABASE_URL: 'postgresql://u@h/db' }).databaseUrl).toBe('postgresql://u@h/db');
+    expect(() => loadConfig({ REDIS_URL: 'http://127.0.0.1:6379' })).toThrow(
+      /REDIS_URL: must be a redis:\/\/ or rediss:\/\/ URL/,
+    );
+    expect(loadConfig({ REDIS_URL: 'rediss://h:6380' }).redisUrl).toBe('rediss://h:6380');
+    expect(() => loadConfig({ PORT: '9000', METRICS_PORT: '9000' })).toThrow(/METRICS_PORT: is PORT \(9000\)/);
+  });
+
   it('empty variables, and variables of spaces only, count as unset', () => {
     expect(loadConfig({ DATABASE_URL: '', PORT: '' }).port).toBe(8080);
     // A space read as a number was 0: a random port, or no ingestion at all.
