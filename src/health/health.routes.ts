@@ -10,16 +10,23 @@ export interface ReadinessCheck {
 
 const CHECK_TIMEOUT_MS = 2_000;
 
+/**
+ * What went wrong, without the statement: drizzle's `Failed query: <sql> params: …` wraps the
+ * database's own error, whose message says it (and the SQL is no business of a health probe).
+ */
+function reasonOf(error: unknown): string {
+  let e = error;
+  for (let depth = 0; depth < 5 && e instanceof Error && e.cause instanceof Error; depth++) e = e.cause;
+  return e instanceof Error ? e.message : String(e);
+}
+
 async function runCheck(check: ReadinessCheck) {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<{ ok: boolean; detail: string }>((resolve) => {
     timer = setTimeout(() => resolve({ ok: false, detail: 'timed out' }), CHECK_TIMEOUT_MS);
   });
   try {
-    return await Promise.race([
-      check.check().catch((e: unknown) => ({ ok: false, detail: String((e as Error).message ?? e) })),
-      timeout,
-    ]);
+    return await Promise.race([check.check().catch((e: unknown) => ({ ok: false, detail: reasonOf(e) })), timeout]);
   } finally {
     clearTimeout(timer);
   }

@@ -12,7 +12,10 @@ afterAll(async () => {
 
 const readiness = async () => {
   const r = await t.request('/readyz', { key: null });
-  return { status: r.status, body: (await r.json()) as { status: string; checks: { database: { ok: boolean } } } };
+  return {
+    status: r.status,
+    body: (await r.json()) as { status: string; checks: { database: { ok: boolean; detail: string } } },
+  };
 };
 
 describe('/readyz', () => {
@@ -25,6 +28,8 @@ describe('/readyz', () => {
       expect(down.status).toBe(503);
       expect(down.body.status).toBe('unavailable');
       expect(down.body.checks.database.ok).toBe(false);
+      // The database's reason, not drizzle's `Failed query: select … params:`.
+      expect(down.body.checks.database.detail).toBe('relation "api_keys" does not exist');
     } finally {
       await t.database.db.execute(sql`alter table api_keys_away rename to api_keys`);
     }
