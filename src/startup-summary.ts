@@ -110,5 +110,21 @@ export function startupSummary({
   const toolLine = `tools: ${tools
     .map((t) => (t.enabled ? `${t.name} on` : `${t.name} off (${t.reason ?? 'disabled'})`))
     .join('; ')}`;
-  return [databaseLine, adminLine, ...modelLines, chatLine, toolLine, memoryLine(nodeOptions), ...allocatorLine(glibc)];
+  const embedded = database === 'pglite' || config.databaseUrl === undefined;
+  const ingestionLine =
+    config.ingestionConcurrency > 0
+      ? `ingestion: ${config.ingestionConcurrency} documents at once in this process`
+      : embedded
+        ? 'ingestion: off (INGESTION_CONCURRENCY=0), and the embedded database takes no `npm run worker`: uploaded documents stay pending; set INGESTION_CONCURRENCY to 1 or more'
+        : 'ingestion: off in this process (INGESTION_CONCURRENCY=0); documents are processed by `npm run worker` processes';
+  return [
+    databaseLine,
+    adminLine,
+    ...modelLines,
+    chatLine,
+    toolLine,
+    ingestionLine,
+    memoryLine(nodeOptions),
+    ...allocatorLine(glibc),
+  ];
 }

@@ -63,3 +63,21 @@ describe("start-up summary: glibc's malloc arenas", () => {
     else expect(line).toContain(`allocator: glibc ${glibc}, arenas`);
   });
 });
+
+describe('start-up summary: ingestion', () => {
+  const ingestionLine = (env: Record<string, string>, database: 'pglite' | 'postgres' = 'pglite') =>
+    summary({ config: loadConfig(env), database }).find((line) => line.startsWith('ingestion: '));
+
+  it('says how many documents this process ingests at once', () => {
+    expect(ingestionLine({})).toBe('ingestion: 4 documents at once in this process');
+  });
+
+  it('off on the embedded database: nothing will ever process a document, and it says so', () => {
+    expect(ingestionLine({ INGESTION_CONCURRENCY: '0' })).toMatch(
+      /^ingestion: off \(INGESTION_CONCURRENCY=0\), and the embedded database takes no `npm run worker`: uploaded documents stay pending/,
+    );
+    expect(ingestionLine({ INGESTION_CONCURRENCY: '0', DATABASE_URL: 'postgres://u@h/db' }, 'postgres')).toMatch(
+      /documents are processed by `npm run worker` processes$/,
+    );
+  });
+});
