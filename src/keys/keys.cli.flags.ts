@@ -10,6 +10,22 @@ const list = (value: string | undefined) =>
 const int = (value: string | undefined) => (value === undefined ? undefined : Number(value));
 
 type Flags = Record<string, string | boolean | undefined>;
+
+/** A date alone (2027-01-01) is its first moment in UTC; anything else goes to the schema as given. */
+const moment = (value: string | undefined) =>
+  value !== undefined && /^\d{4}-\d{2}-\d{2}$/.test(value) ? `${value}T00:00:00Z` : value;
+
+/** The flag a schema path came from: `rate_limits.requests_per_minute` is `--requests-per-minute`. */
+const flagOf = (path: PropertyKey[]) => {
+  const [first, second] = path.map(String);
+  const name =
+    first === 'rate_limits' && second !== undefined
+      ? second
+      : first === 'quota' && second !== undefined
+        ? `quota_${second}`
+        : path.map(String).join('.');
+  return `--${name.replaceAll('_', '-')}`;
+};
 const str = (flags: Flags, name: string) => (typeof flags[name] === 'string' ? flags[name] : undefined);
 
 /** Command-line flags mapped onto the same schema the HTTP API validates with. */
@@ -30,14 +46,12 @@ export function createKeyFromFlags(flags: Flags): CreateKeyBody {
     scopes: list(str(flags, 'scopes')),
     tier: str(flags, 'tier'),
     collections: list(str(flags, 'collections')),
-    expires_at: str(flags, 'expires-at'),
+    expires_at: moment(str(flags, 'expires-at')),
     rate_limits: defined(rateLimits),
     quota: defined(quota),
   });
   if (!parsed.success) {
-    throw new Error(
-      parsed.error.issues.map((i) => `--${i.path.join('.').replaceAll('_', '-')}: ${i.message}`).join('\n'),
-    );
+    throw new Error(parsed.error.issues.map((i) => `${flagOf(i.path)}: ${i.message}`).join('\n'));
   }
   return parsed.data;
 }

@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config.ts';
 import { openDatabase } from '../db/client.ts';
@@ -8,7 +10,7 @@ import { createKeysService, operator } from './keys.service.ts';
 
 const usage = `Usage:
   npm run keys -- create --name NAME --scopes read,write[,...] [--tier standard|premium|enterprise]
-                         [--collections a,b] [--expires-at 2027-01-01T00:00:00Z]
+                         [--collections a,b] [--expires-at 2027-01-01 | 2027-01-01T12:00:00Z]
                          [--requests-per-minute N --requests-per-hour N --requests-per-day N]
                          [--quota-requests-per-day N] [--quota-tokens-per-month N]
   npm run keys -- list
@@ -37,13 +39,31 @@ async function main(argv: string[]): Promise<number> {
       help: { type: 'boolean', short: 'h' },
     },
   });
-  const [command, id] = positionals;
+  const [command, id, ...extra] = positionals;
   if (values.help || command === undefined) {
     process.stdout.write(`${usage}\n`);
     return command === undefined && !values.help ? 2 : 0;
   }
+  // Everything about the command line is checked before the database is opened (or created).
+  const takesId = command === 'revoke' || command === 'rotate';
+  if (!takesId && command !== 'create' && command !== 'list') {
+    process.stderr.write(`Unknown command '${command}'\n${usage}\n`);
+    return 2;
+  }
+  if (extra.length > 0 || (!takesId && id !== undefined)) {
+    process.stderr.write(`Unexpected argument '${extra[0] ?? id}' for ${command}\n${usage}\n`);
+    return 2;
+  }
+  if (takesId && id === undefined) throw new Error(`${command} needs a key id`);
+  const toCreate = command === 'create' ? createKeyFromFlags(values) : undefined;
 
   const config = loadConfig();
+  if (config.databaseUrl === undefined && command !== 'create' && !existsSync(path.join(config.dataDir, 'pg'))) {
+    // Not a new empty database in the wrong place: the keys are wherever the server keeps them.
+    throw new Error(
+      `No ragport database under DATA_DIR (${path.resolve(config.dataDir)}): set DATA_DIR to the server's, or DATABASE_URL`,
+    );
+  }
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: 2 });
   try {
     await database.migrate();
@@ -56,7 +76,7 @@ async function main(argv: string[]): Promise<number> {
     const print = (value: unknown) => process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
     switch (command) {
       case 'create': {
-        const created = await keys.create(operator, createKeyFromFlags(values));
+        const created = await keys.create(operator, toCreate as NonNullable<typeof toCreate>);
         print(created);
         process.stderr.write('Store the key now: it is shown only once.\n');
         return 0;
@@ -65,17 +85,12 @@ async function main(argv: string[]): Promise<number> {
         print({ keys: await keys.list(operator) });
         return 0;
       case 'revoke':
-        if (id === undefined) throw new Error('revoke needs a key id');
-        await keys.revoke(operator, id);
+        await keys.revoke(operator, id as string);
         print({ message: 'API key revoked', id });
         return 0;
       case 'rotate':
-        if (id === undefined) throw new Error('rotate needs a key id');
-        print(await keys.rotate(operator, id));
+        print(await keys.rotate(operator, id as string));
         return 0;
-      default:
-        process.stderr.write(`Unknown command '${command}'\n${usage}\n`);
-        return 2;
     }
   } finally {
     await database.close();

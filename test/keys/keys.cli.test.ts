@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -69,5 +69,36 @@ describe('npm run keys', { timeout: 180_000 }, () => {
       stderr: expect.stringContaining('--scopes'),
     });
     await expect(keys('explode')).rejects.toMatchObject({ code: 2 });
+    await expect(keys('list', 'extra')).rejects.toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining("Unexpected argument 'extra' for list"),
+    });
+    // The flag as typed, not the schema's path (`--rate-limits.requests-per-minute`).
+    await expect(
+      keys('create', '--name', 'x', '--scopes', 'read', '--tier', 'enterprise', '--requests-per-minute', 'abc'),
+    ).rejects.toMatchObject({ code: 1, stderr: expect.stringMatching(/^--requests-per-minute: /) });
   });
+
+  it('takes a date alone for --expires-at, as its first moment in UTC', async () => {
+    const { out } = await keys('create', '--name', 'dated', '--scopes', 'read', '--expires-at', '2099-01-01');
+    expect(out.expires_at).toBe('2099-01-01T00:00:00.000Z');
+  });
+
+  it.skipIf(process.env.TEST_DATABASE_URL)(
+    'never makes a database elsewhere: a bad command is refused before, list on a DATA_DIR without one says so',
+    async () => {
+      const empty = mkdtempSync(path.join(tmpdir(), 'ragport-cli-empty-'));
+      try {
+        const inEmpty = { ...env, DATA_DIR: empty };
+        await expect(run(process.execPath, [cli, 'bogus'], { env: inEmpty })).rejects.toMatchObject({ code: 2 });
+        await expect(run(process.execPath, [cli, 'list'], { env: inEmpty })).rejects.toMatchObject({
+          code: 1,
+          stderr: expect.stringContaining(`No ragport database under DATA_DIR (${empty})`),
+        });
+        expect(readdirSync(empty)).toEqual([]);
+      } finally {
+        rmSync(empty, { recursive: true, force: true });
+      }
+    },
+  );
 });
