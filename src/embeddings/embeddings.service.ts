@@ -69,6 +69,8 @@ export function createEmbeddingsService(deps: EmbeddingsServiceDeps) {
           code: resolved.reason === 'unknown' ? 'model_not_found' : 'service_unavailable',
           message: resolved.message,
           param: 'model',
+          // The model list or the model is read again meanwhile: the OpenAI SDKs wait this long.
+          ...(resolved.reason === 'unknown' ? {} : { headers: { 'retry-after': '5' } }),
         });
       }
       const { model } = resolved;

@@ -314,6 +314,13 @@ describe('which model a name means', () => {
       expect(((await r.json()) as { error: string }).error).toBe(
         "Embedding model 'text-embedding-ada-002' is unavailable: the model list of provider openai could not be read, and it may serve 'text-embedding-ada-002'; retry later",
       );
+      // /embeddings alike, with the wait the OpenAI SDKs honour before retrying.
+      const embed = await other.request('/api/v1/embeddings', {
+        method: 'POST',
+        json: { model: 'text-embedding-ada-002', input: 'x' },
+      });
+      expect(embed.status).toBe(503);
+      expect(embed.headers.get('retry-after')).toBe('5');
     } finally {
       await other.close();
       await down.close();
