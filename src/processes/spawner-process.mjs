@@ -6,8 +6,8 @@
  * Plain JavaScript (type-checked from its JSDoc): a `.ts` file would load Node's type stripper
  * into this long-lived process, 74 MB resident against 45 MB.
  */
-import { fork, spawn } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
+import { execFileSync, fork, spawn } from 'node:child_process';
+import { closeSync, existsSync, openSync } from 'node:fs';
 
 /** @typedef {import('node:child_process').ChildProcess} ChildProcess */
 /** @typedef {import('./spawner.ts').SpawnerRequest} SpawnerRequest */
@@ -26,6 +26,20 @@ const reply = (message) => {
 /** @param {unknown} error */
 const messageOf = (error) => (error instanceof Error ? error.message : String(error));
 
+const setpriv = ['/usr/bin/setpriv', '/bin/setpriv'].find((candidate) => existsSync(candidate));
+
+/**
+ * A forked child ends with this process even when it cannot notice (its main thread held by a
+ * program: a JavaScript run stuck in a thrown value's looping getter spun on for good after the
+ * spawner was killed): started through `setpriv --pdeathsig KILL`, which execs Node in its place,
+ * the kernel kills it when this process dies. Without setpriv it relies on `disconnect`.
+ * @param {string[]} execArgv
+ */
+const dieWithSpawner = (execArgv) =>
+  setpriv === undefined
+    ? { execArgv }
+    : { execPath: setpriv, execArgv: ['--pdeathsig', 'KILL', '--', process.execPath, ...execArgv] };
+
 /** A Node script with an IPC channel. @param {Extract<SpawnerRequest, { op: 'fork' }>} request */
 function start(request) {
   const { id } = request;
@@ -34,7 +48,7 @@ function start(request) {
   try {
     child = fork(request.script, [], {
       env: request.env,
-      execArgv: request.execArgv,
+      ...dieWithSpawner(request.execArgv),
       serialization: 'advanced',
       stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
     });
@@ -161,7 +175,24 @@ if (process.send === undefined) {
   process.stderr.write('spawner-process.mjs is started by the server, not by hand\n');
   process.exit(2);
 }
+// No core files from anything started here: a JavaScript run that V8 aborts (a Map grown without
+// end) wrote a 1.45 GB core each time where the system allows them (`ulimit -c unlimited`, systemd
+// LimitCORE=infinity). Soft and hard limit 0, inherited by every child; without prlimit (not
+// Linux), the system's own limit applies.
+const prlimit = ['/usr/bin/prlimit', '/bin/prlimit'].find((candidate) => existsSync(candidate));
+if (prlimit !== undefined) {
+  try {
+    execFileSync(prlimit, ['--pid', String(process.pid), '--core=0:0'], { stdio: 'ignore' });
+  } catch {
+    // The system's own limit applies.
+  }
+}
 process.on('message', handle);
+// A signal to the server's whole process group (Ctrl-C in a terminal, systemd's default
+// KillMode=control-group) reached this process too, and it died at once, failing the runs and
+// parses the server was draining (a Python run: 500). The server ends it when it has drained
+// (close), or it follows the server when that is gone (disconnect).
+for (const name of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(name, () => undefined);
 // The server is gone (exited, killed or crashed): so are its children, even one stuck in a loop.
 process.on('disconnect', () => {
   for (const child of children.values()) {

@@ -186,6 +186,35 @@ describe('SIGTERM on node src/server.ts', () => {
     expect(existsSync(path.join(dataDir, 'ragport.lock'))).toBe(false);
   }, 90_000);
 
+  it('a code_execution call still waiting for a slot at the deadline gets 503 "shutting down", not 500', async () => {
+    const server = await startServerProcess(
+      serverEnv({ INGESTION_CONCURRENCY: '0', SHUTDOWN_TIMEOUT_MS: '1500', CODE_EXECUTION_JS_CONCURRENCY: '1' }),
+    );
+    running.push(server);
+    const run = () =>
+      call(server.url, '/api/v1/agent/tool-calling', {
+        method: 'POST',
+        json: {
+          tool_name: 'code_execution',
+          parameters: {
+            language: 'javascript',
+            code: 'const end = Date.now() + 8000; while (Date.now() < end) {}',
+            timeout: 20,
+          },
+        },
+      });
+    const running1 = run();
+    await new Promise((r) => setTimeout(r, 500));
+    const queued = run();
+    await new Promise((r) => setTimeout(r, 300));
+    server.child.kill('SIGTERM');
+    const answer = await queued;
+    expect(answer.status).toBe(503);
+    expect(await answer.json()).toEqual({ error: 'The server is shutting down; retry the request' });
+    expect((await running1).status).toBe(200);
+    expect(await server.exited).toEqual({ code: 0, signal: null });
+  }, 90_000);
+
   it('requests in flight on every connection are answered before anything closes, whichever acceptor took them', async () => {
     // The default LISTEN_ACCEPTORS (64): most connections are taken by sockets other than the HTTP
     // server's own, whose close did not wait for them, so the model and the database were closed

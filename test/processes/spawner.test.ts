@@ -8,6 +8,9 @@ import { alive, childPids, descendantPids } from '../support/processes.ts';
 import { until } from '../support/poll.ts';
 
 const echo = fileURLToPath(new URL('../support/echo-process.ts', import.meta.url));
+const javascriptProcess = fileURLToPath(
+  new URL('../../src/tools/code-execution/javascript-process.ts', import.meta.url),
+);
 const spawnerPid = () => childPids(process.pid, 'spawner-process.mjs')[0];
 const nextMessage = async (child: SpawnedChild) => (await once(child, 'message'))[0] as Record<string, unknown>;
 const exitOf = async (child: SpawnedChild) => (await once(child, 'exit')) as [number | null, string | null, string?];
@@ -168,6 +171,42 @@ describe('process spawner', () => {
     const next = children.fork(echo, { execArgv: [], env: {} });
     expect(await nextMessage(next)).toMatchObject({ ready: true });
     expect(spawnerPid()).not.toBe(first);
+  });
+
+  it('its children write no core files, and a signal to the process group does not end it', async () => {
+    const children = open();
+    const child = children.fork(echo, { execArgv: [], env: {} });
+    await nextMessage(child);
+    // A JavaScript run V8 aborts wrote a 1.45 GB core each time where the system allows them.
+    const core = readFileSync(`/proc/${child.pid as number}/limits`, 'utf8')
+      .split('\n')
+      .find((line) => line.startsWith('Max core file size'));
+    expect(core).toMatch(/^Max core file size\s+0\s+0\s/);
+    // Ctrl-C in a terminal, systemd stopping the unit: the server drains, then closes the spawner.
+    const pid = spawnerPid() as number;
+    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.kill(pid, signal);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(alive(pid)).toBe(true);
+    expect(child.alive).toBe(true);
+    const next = children.fork(echo, { execArgv: [], env: {} });
+    expect(await nextMessage(next)).toMatchObject({ ready: true });
+    expect(spawnerPid()).toBe(pid);
+  });
+
+  it("a child whose main thread is held for good (a JavaScript run's looping getter) ends with its spawner", async () => {
+    const children = open();
+    const run = children.fork(javascriptProcess, { execArgv: [], env: {} });
+    expect(await nextMessage(run)).toEqual({ type: 'ready' });
+    const pid = run.pid as number;
+    // Its getter is read outside the isolate's timer: the main thread is held for good.
+    run.send({
+      code: 'throw { get message() { while (true) {} }, get stack() { while (true) {} } }',
+      timeoutMs: 500,
+      limits: { memoryMb: 64, outputLimitBytes: 1024 },
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    process.kill(spawnerPid() as number, 'SIGKILL');
+    await until('the run process to end with its spawner', () => !alive(pid), { timeoutMs: 10_000 });
   });
 
   it('closing kills every child and the spawner', async () => {

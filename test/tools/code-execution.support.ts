@@ -15,7 +15,8 @@ export interface Harness {
 export async function startHarness(overrides: Partial<CodeExecutionConfig> = {}): Promise<Harness> {
   const config = { ...loadConfig({}).codeExecution, ...overrides };
   const t = await startTestApp({ config: { codeExecution: config } });
-  const { key } = await t.createKey({ name: 'tools', scopes: ['tools'] });
+  // Premium (300 a minute): the hostile suite sends more than a standard key's 60 in a minute.
+  const { key } = await t.createKey({ name: 'tools', scopes: ['tools'], tier: 'premium' });
   const call = (parameters: Record<string, unknown>) =>
     t.request('/api/v1/agent/tool-calling', { method: 'POST', key, json: { tool_name: 'code_execution', parameters } });
   return {

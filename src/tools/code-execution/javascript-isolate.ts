@@ -87,6 +87,9 @@ export function createIsolateSandbox(limits: ExecutionLimits, onOutput?: (kept: 
         job.signal.removeEventListener('abort', stop);
         if (!isolate.isDisposed) isolate.dispose();
       }
+      // Stopped at the output cap (or by its caller) even when the program ended before the
+      // isolate was disposed: it did not finish on its own.
+      if (killed && exitCode === 0) exitCode = 137;
       return {
         output: output.text(),
         exit_code: exitCode,

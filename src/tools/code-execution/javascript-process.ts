@@ -37,5 +37,8 @@ if (process.send === undefined) {
   process.exit(2);
 }
 process.on('disconnect', () => process.exit(0));
+// A signal to the server's whole process group (Ctrl-C, systemd stopping the unit) is the server's
+// to handle: it drains, then ends this process. Dying now would fail a run the drain would finish.
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => undefined);
 process.once('message', (task: JavaScriptTask) => void run(task));
 send({ type: 'ready' });

@@ -74,7 +74,9 @@ export function createJavaScriptSandbox(limits: ExecutionLimits, spawner: Spawne
       if (job.signal.aborted) onAbort();
 
       void ready.then((ok) => {
-        if (ok) child.send({ code: job.code, timeoutMs: job.timeoutMs, limits } satisfies JavaScriptTask);
+        if (ok) {
+          child.send({ code: job.code, timeoutMs: job.timeoutMs, limits } satisfies JavaScriptTask);
+        }
       });
 
       return new Promise<ExecutionResult>((resolve) => {
@@ -103,8 +105,10 @@ export function createJavaScriptSandbox(limits: ExecutionLimits, spawner: Spawne
           if (settled) return;
           let output = new TextDecoder('utf-8', { fatal: false }).decode(Buffer.concat(chunks));
           if (stoppedBy === undefined) {
-            const how = error ?? (signal !== null ? signal : `exit code ${code}`);
-            output += `RangeError: the program was stopped by V8 (${how}), most often for memory beyond the limit of ${limits.memoryMb} MB\n`;
+            output +=
+              error !== undefined
+                ? `Error: the run was stopped: ${error}\n`
+                : `RangeError: the program was stopped by V8 (${signal ?? `exit code ${code}`}), most often for memory beyond the limit of ${limits.memoryMb} MB\n`;
           }
           finish({
             output,

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import type { CodeExecutionConfig } from '../../config.ts';
 import type { ReadinessCheck } from '../../health/health.routes.ts';
 import { AppError } from '../../errors.ts';
+import { shuttingDown } from '../../http/abort.ts';
 import type { Tool } from '../tool.types.ts';
 import { createJavaScriptSandbox } from './javascript.ts';
 import type { Sandbox } from './limits.ts';
@@ -123,7 +124,11 @@ export function createCodeExecution(deps: CodeExecutionDeps) {
           headers: { 'retry-after': '1' },
         });
       }
-      const slot = await waiting;
+      // The wait ends with the request: a client gone, or the shutdown deadline (then 503, not 500).
+      const slot = await waiting.catch((error: unknown) => {
+        if (context.signal.aborted && !(error instanceof AppError)) throw shuttingDown();
+        throw error;
+      });
       try {
         const result = await sandbox.run({
           code: parameters.code,
