@@ -10,8 +10,12 @@ import type { AttemptOutcome, ClaimedDelivery, WebhooksRepository } from './webh
 
 /** The start of a receiver's answer kept in the delivery log. */
 export const RESPONSE_BODY_BYTES = 256;
-/** Attempts in flight at once per worker: each slot is refilled as soon as its attempt ends. */
-const SLOTS = 16;
+/**
+ * Attempts in flight at once per worker: each slot is refilled as soon as its attempt ends. An
+ * attempt waiting on a receiver that does not answer is an idle socket, so there are many: it
+ * takes 16 such endpoints (4 each) to fill them.
+ */
+const SLOTS = 64;
 /** Attempts in flight at once to one endpoint, per worker: a slow one cannot take every slot. */
 const PER_ENDPOINT = 4;
 const POLL_MS = 500;
@@ -109,10 +113,6 @@ export async function attempt(
   }
 }
 
-/** Why an endpoint's other deliveries should wait: it did not answer, or answered 5xx or 429. */
-const endpointTrouble = (outcome: AttemptOutcome) =>
-  !outcome.ok && (outcome.status === null || outcome.status >= 500 || outcome.status === 429);
-
 /**
  * Sends due deliveries from every worker (the server's in-process worker and `npm run worker`),
  * each under a lease so two workers never send the same one at once. Up to SLOTS attempts run at
@@ -129,7 +129,6 @@ export function startWebhookSender({ repo, sealer, config, logger }: WebhookSend
   let timer: NodeJS.Timeout | undefined;
   const inFlight = new Set<Promise<void>>();
   const perEndpoint = new Map<string, number>();
-  const pausedUntil = new Map<string, number>();
 
   const outcomeOf = async (d: ClaimedDelivery): Promise<AttemptOutcome> => {
     if (sealer === undefined) {
@@ -152,8 +151,6 @@ export function startWebhookSender({ repo, sealer, config, logger }: WebhookSend
   const deliver = async (d: ClaimedDelivery) => {
     const outcome = await outcomeOf(d);
     const delayMs = retryDelayMs(config, d.attempts);
-    if (endpointTrouble(outcome)) pausedUntil.set(d.endpoint_id, Date.now() + delayMs);
-    else if (outcome.ok) pausedUntil.delete(d.endpoint_id);
     await runInBackground(() => repo.finish(d.id, workerId, outcome, { maxAttempts: config.maxAttempts, delayMs }));
     if (!outcome.ok)
       logger.debug({ delivery: d.id, attempt: d.attempts, error: outcome.error }, 'webhook attempt failed');
@@ -172,18 +169,6 @@ export function startWebhookSender({ repo, sealer, config, logger }: WebhookSend
         if (!stopped) void fill();
       });
     inFlight.add(task);
-  };
-
-  /** Endpoints this worker leaves alone for now: paused, or at their share of the slots. */
-  const skipped = () => {
-    const now = Date.now();
-    const ids: string[] = [];
-    for (const [id, until] of pausedUntil) {
-      if (until > now) ids.push(id);
-      else pausedUntil.delete(id);
-    }
-    for (const [id, count] of perEndpoint) if (count >= PER_ENDPOINT) ids.push(id);
-    return ids;
   };
 
   let sweptAt = 0;
@@ -206,7 +191,7 @@ export function startWebhookSender({ repo, sealer, config, logger }: WebhookSend
                 limit: SLOTS - inFlight.size,
                 perEndpoint: PER_ENDPOINT,
                 maxAttempts: config.maxAttempts,
-                skipEndpoints: skipped(),
+                inFlight: perEndpoint,
               }),
             'polling',
           );

@@ -118,17 +118,22 @@ export function createWebhooksRepository(db: Db) {
     },
 
     /**
-     * Leases due deliveries, earliest first: at most `perEndpoint` of one endpoint (among the
-     * earliest few hundred due), none of an endpoint in `skipEndpoints`, none out of attempts. A
-     * worker that dies mid-send loses its lease, and another sends the delivery again with the
-     * same id: at least once.
+     * Leases due deliveries, earliest first: no more of one endpoint than `perEndpoint` with those
+     * this worker has in flight (`inFlight`, by endpoint), looked for among the earliest few
+     * hundred due, and none out of attempts. A worker that dies mid-send loses its lease, and
+     * another sends the delivery again with the same id: at least once.
      */
     claim(
       workerId: string,
       leaseMs: number,
-      options: { limit: number; perEndpoint: number; maxAttempts: number; skipEndpoints?: readonly string[] },
+      options: { limit: number; perEndpoint: number; maxAttempts: number; inFlight?: ReadonlyMap<string, number> },
     ): Promise<ClaimedDelivery[]> {
-      const skip = sql.param([...(options.skipEndpoints ?? [])]);
+      const busy = [...(options.inFlight ?? new Map<string, number>())];
+      const ids = sql.param(busy.map(([id]) => id));
+      const counts = sql.param(busy.map(([, n]) => n));
+      // Endpoints already at their share are left out before the earliest due are taken, so a
+      // backlog of one cannot fill the look-ahead while others wait behind it.
+      const full = sql.param(busy.filter(([, n]) => n >= options.perEndpoint).map(([id]) => id));
       return queryRows<ClaimedDelivery>(
         db,
         sql`update webhook_deliveries d
@@ -138,19 +143,21 @@ export function createWebhooksRepository(db: Db) {
             where e.id = d.endpoint_id and d.id in (
               select id from webhook_deliveries
               where id in (
-                select id from (
-                  select id, next_attempt_at,
+                select ranked.id from (
+                  select id, endpoint_id, next_attempt_at,
                          row_number() over (partition by endpoint_id order by next_attempt_at) as nth
                   from (
                     select id, endpoint_id, next_attempt_at from webhook_deliveries
                     where status = 'pending' and next_attempt_at <= now()
                       and (lease_expires_at is null or lease_expires_at < now())
                       and attempts < ${options.maxAttempts}
-                      and not (endpoint_id = any(${skip}::text[]))
+                      and not (endpoint_id = any(${full}::text[]))
                     order by next_attempt_at limit 500) due
                 ) ranked
-                where nth <= ${options.perEndpoint}
-                order by next_attempt_at limit ${options.limit})
+                left join unnest(${ids}::text[], ${counts}::int[]) as busy(endpoint_id, n)
+                  on busy.endpoint_id = ranked.endpoint_id
+                where ranked.nth + coalesce(busy.n, 0) <= ${options.perEndpoint}
+                order by ranked.next_attempt_at limit ${options.limit})
               and status = 'pending' and (lease_expires_at is null or lease_expires_at < now())
               for update skip locked)
             returning d.id, d.endpoint_id, d.payload, d.attempts, e.url, e.secret_sealed`,
