@@ -9,7 +9,7 @@ import { listen } from './notifications.ts';
 import { sql } from './orm.ts';
 import { drizzleNodePg, drizzlePglite, migrateNodePg, migratePglite } from './orm-drivers.ts';
 import { knownMigrations, migrateKnown, recordedMigrations } from './migrations.ts';
-import { mayWrite, watchDisk } from './disk-guard.ts';
+import { mayWrite, parameterBytes, watchDisk } from './disk-guard.ts';
 import { startPgliteThread, type RemoteQueryable, type WaitListener } from './pglite-remote.ts';
 import * as schema from './schema/index.ts';
 
@@ -83,8 +83,17 @@ export async function queryRows<T>(db: Db, query: SQL): Promise<T[]> {
  */
 export const PGLITE_MAX_PARAMETERS = 32_767;
 
-/** A failure of the engine itself, not an error PostgreSQL reported for a statement. */
-const isEngineFailure = (error: unknown): error is Error => error instanceof RangeError;
+/**
+ * A failure of the engine itself, not an error PostgreSQL reported for a statement: the driver's
+ * RangeError, or a PANIC (after one, PGlite answered every later statement `cannot drop active
+ * portal` until a restart).
+ */
+const isEngineFailure = (error: unknown): error is Error =>
+  error instanceof RangeError ||
+  (error instanceof Error && ['PANIC', 'FATAL'].includes(String((error as { severity?: unknown }).severity)));
+
+/** Below this much free space the embedded database does not open at all (a WAL segment is 16 MB). */
+const OPEN_FLOOR_BYTES = 32 * 1024 * 1024;
 
 export interface PgliteOptions {
   /** Called once when the engine fails below SQL: the server then exits for its supervisor. */
@@ -110,12 +119,17 @@ export async function openPglite(dir?: string, options: PgliteOptions = {}): Pro
   const disk =
     dir !== undefined && (options.minFreeBytes ?? 0) > 0 ? watchDisk(dir, options.minFreeBytes ?? 0) : undefined;
   // PGlite opening on a disk without room fails as `PGlite failed to initialize properly`, or
-  // spins: say what is wrong instead.
-  const shortage = disk?.shortage();
-  if (shortage) {
+  // spins: say what is wrong instead. Between that floor and the margin it opens, writes refused,
+  // so the data can be read and space freed (a start refused at the margin could never recover on
+  // a volume holding only ragport).
+  const floor = dir === undefined ? undefined : watchDisk(dir, Math.min(options.minFreeBytes ?? 0, OPEN_FLOOR_BYTES));
+  const tooLittle = floor?.shortage();
+  if (tooLittle) {
     disk?.stop();
-    throw shortage;
+    throw tooLittle;
   }
+  // Migrations and the start's own fixes are small and must run for the database to open.
+  let migrating = false;
   const client = await startPgliteThread(dir, markBroken);
   const refusal = () =>
     new Error(`embedded database failed (${broken?.message ?? 'unknown'}); restart ragport to reopen it`);
@@ -124,8 +138,8 @@ export async function openPglite(dir?: string, options: PgliteOptions = {}): Pro
     async (...args: A): Promise<R> => {
       if (broken) throw refusal();
       const statement = args[0];
-      if (typeof statement === 'string' && mayWrite(statement)) {
-        const shortage = disk?.shortage();
+      if (disk !== undefined && !migrating && typeof statement === 'string' && mayWrite(statement)) {
+        const shortage = disk.shortage(parameterBytes(args[1]));
         if (shortage) throw shortage;
       }
       const params = args[1];
@@ -150,34 +164,42 @@ export async function openPglite(dir?: string, options: PgliteOptions = {}): Pro
       return callback(tx);
     })) as typeof client.transaction);
   const db = drizzlePglite(client as never, { schema }) as unknown as Db;
+  const migrateEmbedded = async () => {
+    const recorded = recordedMigrations((text) => client.query(text));
+    const applied = await migrateKnown(knownMigrations(migrationsFolder), recorded, () =>
+      migratePglite(db as never, { migrationsFolder }),
+    );
+    // Originals stored as they are, not compressed: compressing a text upload held the embedded
+    // database's one session ~45 ms a MB, and every request waited (docs/operations.md, Originals
+    // are stored uncompressed). A PostgreSQL server compresses them in the uploader's own session.
+    await client.exec(
+      `alter table documents alter column original set storage external;
+       alter table ingestion_jobs alter column original set storage external`,
+    );
+    // A data directory is this process's alone (data-dir-lock.ts): a job still `running` in it
+    // was claimed by a process that died (SIGKILL, a crash, the machine) and nobody renews its
+    // lease. It ends now, so the worker takes the job at once, not INGESTION_LEASE_MS after the
+    // restart (measured: documents stayed `processing` 28 s after a restart). The attempt stays
+    // counted, as for any worker that died. The same for webhook deliveries it was sending
+    // (their lease, 3 × WEBHOOK_TIMEOUT_MS + 5 s, held them 35 s with the defaults).
+    if (dir !== undefined) {
+      await client.exec(
+        `update ingestion_jobs set lease_expires_at = now() where status = 'running' and lease_expires_at > now();
+         update webhook_deliveries set lease_expires_at = now() where status = 'pending' and lease_expires_at > now()`,
+      );
+    }
+    return applied;
+  };
   return {
     kind: 'pglite',
     db,
     migrate: async () => {
-      const recorded = recordedMigrations((text) => client.query(text));
-      const applied = await migrateKnown(knownMigrations(migrationsFolder), recorded, () =>
-        migratePglite(db as never, { migrationsFolder }),
-      );
-      // Originals stored as they are, not compressed: compressing a text upload held the embedded
-      // database's one session ~45 ms a MB, and every request waited (docs/operations.md, Originals
-      // are stored uncompressed). A PostgreSQL server compresses them in the uploader's own session.
-      await client.exec(
-        `alter table documents alter column original set storage external;
-         alter table ingestion_jobs alter column original set storage external`,
-      );
-      // A data directory is this process's alone (data-dir-lock.ts): a job still `running` in it
-      // was claimed by a process that died (SIGKILL, a crash, the machine) and nobody renews its
-      // lease. It ends now, so the worker takes the job at once, not INGESTION_LEASE_MS after the
-      // restart (measured: documents stayed `processing` 28 s after a restart). The attempt stays
-      // counted, as for any worker that died. The same for webhook deliveries it was sending
-      // (their lease, 3 × WEBHOOK_TIMEOUT_MS + 5 s, held them 35 s with the defaults).
-      if (dir !== undefined) {
-        await client.exec(
-          `update ingestion_jobs set lease_expires_at = now() where status = 'running' and lease_expires_at > now();
-           update webhook_deliveries set lease_expires_at = now() where status = 'pending' and lease_expires_at > now()`,
-        );
+      migrating = true;
+      try {
+        return await migrateEmbedded();
+      } finally {
+        migrating = false;
       }
-      return applied;
     },
     ping: async () => {
       await client.query(readinessQuery);

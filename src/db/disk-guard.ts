@@ -8,12 +8,28 @@ export const DISK_FULL_CODE = '53100';
  * clause. Anything else may need the disk (a row, an index page, a WAL segment).
  */
 const readOnly = /^\s*(select|with|show|explain)\b/i;
-const writes = /\b(insert|update|delete|merge|nextval|setval|into|for\s+(no\s+key\s+)?update|for\s+(key\s+)?share)\b/i;
-export const mayWrite = (sql: string) => !readOnly.test(sql) || writes.test(sql);
+// pg_backup_start and replication slots write a WAL segment of their own (a backup at 10 MB free
+// hit ENOSPC and left the engine answering 500 to everything).
+const writes =
+  /\b(insert|update|delete|merge|nextval|setval|into|for\s+(no\s+key\s+)?update|for\s+(key\s+)?share|pg_(create|drop|backup|switch|start|stop)\w*)\b/i;
+// How space comes back: refusing them would keep a short disk short for good.
+const maintenance = /^\s*(vacuum|analyze|checkpoint)\b/i;
+export const mayWrite = (sql: string) => !maintenance.test(sql) && (!readOnly.test(sql) || writes.test(sql));
+
+/** Bytes a statement's parameters carry: what it may write at least once in rows and again in the WAL. */
+export function parameterBytes(params: unknown): number {
+  if (!Array.isArray(params)) return 0;
+  let bytes = 0;
+  for (const value of params) {
+    if (typeof value === 'string') bytes += value.length * 3 > 1_000_000 ? Buffer.byteLength(value) : value.length;
+    else if (value instanceof Uint8Array) bytes += value.byteLength;
+  }
+  return bytes;
+}
 
 export interface DiskGuard {
-  /** Undefined while there is room; else why writes are refused. */
-  shortage(): Error | undefined;
+  /** Undefined while there is room for `writing` more bytes above the margin; else why not. */
+  shortage(writing?: number): Error | undefined;
   stop(): void;
 }
 
@@ -42,12 +58,17 @@ export function watchDisk(dir: string, minFreeBytes: number, maxAgeMs = 100): Di
   };
   const mb = (bytes: number) => Math.floor(bytes / 1024 / 1024);
   return {
-    shortage() {
+    shortage(writing = 0) {
       const now = current();
-      if (now >= minFreeBytes) return undefined;
+      // A large write is weighed before it starts: a 45 MB upload let through at 152 MB free
+      // wrote ~95 MB (the row and its WAL) before the next statement of its transaction was
+      // refused, and the disk stayed short for good.
+      if (now - 3 * writing >= minFreeBytes) return undefined;
       return Object.assign(
         new Error(
-          `the embedded database's disk has ${mb(now)} MB free, less than the ${mb(minFreeBytes)} MB it keeps free (DATA_DIR_MIN_FREE_MB): writes are refused until space is freed`,
+          writing * 3 > now - minFreeBytes && now >= minFreeBytes
+            ? `the embedded database's disk has ${mb(now)} MB free: a write of ${mb(writing)} MB would leave less than the ${mb(minFreeBytes)} MB it keeps free (DATA_DIR_MIN_FREE_MB)`
+            : `the embedded database's disk has ${mb(now)} MB free, less than the ${mb(minFreeBytes)} MB it keeps free (DATA_DIR_MIN_FREE_MB): writes are refused until space is freed`,
         ),
         { code: DISK_FULL_CODE },
       );

@@ -1,9 +1,9 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mayWrite } from '../../src/db/disk-guard.ts';
+import { mayWrite, watchDisk } from '../../src/db/disk-guard.ts';
 import { randomBase62 } from '../../src/db/ids.ts';
 import { call as request } from '../support/http.ts';
 import { spawnRagport, startServerProcess, waitUntil, type RagportProcess } from '../support/processes.ts';
@@ -25,10 +25,24 @@ describe('which statements may write', () => {
       'select * from jobs for update skip locked',
       "select nextval('s')",
       'select * into copy from t',
+      "select pg_backup_start('ragport', true)",
+      "select pg_create_physical_replication_slot('s', true, false)",
       'create table t (a int)',
       'begin',
     ])
       expect(mayWrite(sql), sql).toBe(true);
+    // How space comes back is never refused.
+    for (const sql of ['vacuum (analyze) chunks', 'analyze', 'checkpoint']) expect(mayWrite(sql), sql).toBe(false);
+  });
+
+  it('a large write is weighed before it starts: it may not eat into the margin', () => {
+    const guard = watchDisk(tmpdir(), 2 ** 20);
+    expect(guard.shortage()).toBeUndefined();
+    const free = statfsSync(tmpdir());
+    const tooMuch = (Number(free.bavail) * Number(free.bsize)) / 2;
+    expect(guard.shortage(tooMuch)?.message).toMatch(
+      /MB free: a write of \d+ MB would leave less than the 1 MB it keeps free/,
+    );
   });
 });
 
@@ -76,6 +90,7 @@ describe.skipIf(!mounted())('a full disk under the embedded database', () => {
     };
     const server = await startServerProcess(env);
     running.push(server);
+    const port = Number(new URL(server.url).port);
     expect((await call(server.url, '/api/v1/rag/collections', { method: 'POST', json: { name: 'fill' } })).status).toBe(
       201,
     );
@@ -117,12 +132,40 @@ describe.skipIf(!mounted())('a full disk under the embedded database', () => {
     expect(after.status).toBe(202);
     expect(await server.stop('SIGTERM')).toEqual({ code: 0, signal: null });
 
-    // Too little room to start: one sentence, not PGlite's "failed to initialize properly".
-    const refused = spawnRagport('server', { ...env, PORT: '0', DATA_DIR_MIN_FREE_MB: '100000' });
-    running.push(refused);
-    expect(await refused.exited).toEqual({ code: 1, signal: null });
-    expect(refused.output()).toMatch(
-      /ragport failed to start: the embedded database's disk has \d+ MB free, less than the 100000 MB it keeps free \(DATA_DIR_MIN_FREE_MB\)/,
+    // Short of the margin but above the floor it opens: not ready, reads served, writes refused,
+    // so a disk that holds only ragport can be read and emptied (it refused to start, for good).
+    const short = spawnRagport('server', { ...env, PORT: String(port), DATA_DIR_MIN_FREE_MB: '100000' });
+    running.push(short);
+    const url = `http://127.0.0.1:${port}`;
+    await waitUntil(
+      'the short server to listen',
+      async () => (await fetch(`${url}/healthz`).catch(() => null))?.status === 200,
     );
+    expect((await call(url, '/readyz', { key: null })).status).toBe(503);
+    expect((await call(url, '/api/v1/rag/collections/fill/documents?page_size=1')).status).toBe(200);
+    expect(
+      (
+        await call(url, '/api/v1/rag/collections/fill/documents', {
+          method: 'POST',
+          json: { name: 'no.txt', content: 'x' },
+        })
+      ).status,
+    ).toBe(503);
+    expect(await short.stop('SIGTERM')).toEqual({ code: 0, signal: null });
+
+    // Too little room to open at all: one sentence, not PGlite's "failed to initialize properly".
+    const free = statfsSync(mountPoint as string);
+    const filler = path.join(mountPoint as string, 'filler');
+    execFileSync('fallocate', ['-l', String(Number(free.bavail) * Number(free.bsize) - 16 * 2 ** 20), filler]);
+    try {
+      const refused = spawnRagport('server', { ...env, PORT: String(port) });
+      running.push(refused);
+      expect(await refused.exited).toEqual({ code: 1, signal: null });
+      expect(refused.output()).toMatch(
+        /ragport failed to start: the embedded database's disk has 1\d MB free, less than/,
+      );
+    } finally {
+      rmSync(filler, { force: true });
+    }
   }, 240_000);
 });
