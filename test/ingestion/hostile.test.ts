@@ -234,8 +234,10 @@ describe('afterwards', () => {
     expect((await fetch(`${t.url}/healthz`)).status).toBe(200);
     expect((await fetch(`${t.url}/readyz`)).status).toBe(200);
     // The test process is the server here (model, database and all). Generous: what matters is
-    // that gigabytes of inflated streams never landed in it.
-    expect(peakRss / 2 ** 20).toBeLessThan(2048);
-    expect(process.memoryUsage().rss / 2 ** 20).toBeLessThan(2048);
+    // that gigabytes of inflated streams never landed in it. After this file's large uploads the
+    // process stood at 2,081 MB in a CI run on 2 cores (the embedded database's memory does not
+    // shrink), over the 2,048 this said before; the 1 GB bomb landing would pass 3 GB.
+    expect(peakRss / 2 ** 20).toBeLessThan(3072);
+    expect(process.memoryUsage().rss / 2 ** 20).toBeLessThan(3072);
   });
 });
