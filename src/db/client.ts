@@ -9,7 +9,7 @@ import { listen } from './notifications.ts';
 import { sql } from './orm.ts';
 import { drizzleNodePg, drizzlePglite, migrateNodePg, migratePglite } from './orm-drivers.ts';
 import { knownMigrations, migrateKnown, recordedMigrations } from './migrations.ts';
-import { mayWrite, parameterBytes, watchDisk } from './disk-guard.ts';
+import { mayWrite, openShortage, parameterBytes, watchDisk } from './disk-guard.ts';
 import { startPgliteThread, type RemoteQueryable, type WaitListener } from './pglite-remote.ts';
 import * as schema from './schema/index.ts';
 
@@ -116,18 +116,13 @@ export async function openPglite(dir?: string, options: PgliteOptions = {}): Pro
     broken = error;
     options.onBroken?.(error);
   };
-  const disk =
-    dir !== undefined && (options.minFreeBytes ?? 0) > 0 ? watchDisk(dir, options.minFreeBytes ?? 0) : undefined;
-  // PGlite opening on a disk without room fails as `PGlite failed to initialize properly`, or
-  // spins: say what is wrong instead. Between that floor and the margin it opens, writes refused,
-  // so the data can be read and space freed (a start refused at the margin could never recover on
-  // a volume holding only ragport).
-  const floor = dir === undefined ? undefined : watchDisk(dir, Math.min(options.minFreeBytes ?? 0, OPEN_FLOOR_BYTES));
-  const tooLittle = floor?.shortage();
-  if (tooLittle) {
-    disk?.stop();
-    throw tooLittle;
-  }
+  const minFreeBytes = options.minFreeBytes ?? 0;
+  // Below a floor it does not open: say what is wrong instead of PGlite's failure. Between that
+  // floor and the margin it opens, writes refused, so the data can be read and space freed (a
+  // start refused at the margin could never recover on a volume holding only ragport).
+  const tooLittle = dir === undefined ? undefined : openShortage(dir, Math.min(minFreeBytes, OPEN_FLOOR_BYTES));
+  if (tooLittle) throw tooLittle;
+  const disk = dir !== undefined && minFreeBytes > 0 ? watchDisk(dir, minFreeBytes) : undefined;
   // Migrations and the start's own fixes are small and must run for the database to open.
   let migrating = false;
   const client = await startPgliteThread(dir, markBroken);
@@ -214,7 +209,6 @@ export async function openPglite(dir?: string, options: PgliteOptions = {}): Pro
     onWait: (listener) => client.onWait(listener),
     ...(dir === undefined ? {} : { beginBackup: () => beginBackup(client, dir) }),
     close: async () => {
-      disk?.stop();
       if (!client.closed) await client.close();
     },
   };

@@ -21,7 +21,7 @@ export function parameterBytes(params: unknown): number {
   if (!Array.isArray(params)) return 0;
   let bytes = 0;
   for (const value of params) {
-    if (typeof value === 'string') bytes += value.length * 3 > 1_000_000 ? Buffer.byteLength(value) : value.length;
+    if (typeof value === 'string') bytes += Buffer.byteLength(value);
     else if (value instanceof Uint8Array) bytes += value.byteLength;
   }
   return bytes;
@@ -30,7 +30,27 @@ export function parameterBytes(params: unknown): number {
 export interface DiskGuard {
   /** Undefined while there is room for `writing` more bytes above the margin; else why not. */
   shortage(writing?: number): Error | undefined;
-  stop(): void;
+}
+
+const freeBytes = (dir: string) => {
+  const stats = statfsSync(dir);
+  return Number(stats.bavail) * Number(stats.bsize);
+};
+const mb = (bytes: number) => Math.floor(bytes / 1024 / 1024);
+
+/**
+ * Why the embedded database in `dir` cannot open, when it has less than `floorBytes` free: PGlite
+ * opening on a disk without room fails as `PGlite failed to initialize properly`, or spins.
+ */
+export function openShortage(dir: string, floorBytes: number): Error | undefined {
+  const free = freeBytes(dir);
+  if (free >= floorBytes) return undefined;
+  return Object.assign(
+    new Error(
+      `the embedded database's disk has ${mb(free)} MB free, less than the ${mb(floorBytes)} MB it needs to open: free space under ${dir} and start again`,
+    ),
+    { code: DISK_FULL_CODE },
+  );
 }
 
 /**
@@ -40,15 +60,14 @@ export interface DiskGuard {
  * `minFreeBytes` is free, before they reach it; reads go on.
  */
 export function watchDisk(dir: string, minFreeBytes: number, maxAgeMs = 100): DiskGuard {
-  const freeOf = (s: { bavail: number | bigint; bsize: number | bigint }) => Number(s.bavail) * Number(s.bsize);
   // Read again before a write when older than `maxAgeMs`: one statfs, a few microseconds. Polled
   // every second instead, a burst of uploads filled the last megabytes between two readings.
-  let free = freeOf(statfsSync(dir));
+  let free = freeBytes(dir);
   let readAt = performance.now();
   const current = () => {
     if (performance.now() - readAt >= maxAgeMs) {
       try {
-        free = freeOf(statfsSync(dir));
+        free = freeBytes(dir);
       } catch {
         // The last reading stands.
       }
@@ -56,7 +75,6 @@ export function watchDisk(dir: string, minFreeBytes: number, maxAgeMs = 100): Di
     }
     return free;
   };
-  const mb = (bytes: number) => Math.floor(bytes / 1024 / 1024);
   return {
     shortage(writing = 0) {
       const now = current();
@@ -73,6 +91,5 @@ export function watchDisk(dir: string, minFreeBytes: number, maxAgeMs = 100): Di
         { code: DISK_FULL_CODE },
       );
     },
-    stop: () => undefined,
   };
 }

@@ -162,7 +162,7 @@ describe.skipIf(!mounted())('a full disk under the embedded database', () => {
       running.push(refused);
       expect(await refused.exited).toEqual({ code: 1, signal: null });
       expect(refused.output()).toMatch(
-        /ragport failed to start: the embedded database's disk has 1\d MB free, less than/,
+        /ragport failed to start: the embedded database's disk has 1\d MB free, less than the 32 MB it needs to open/,
       );
     } finally {
       rmSync(filler, { force: true });
