@@ -74,6 +74,8 @@ interface Zygote {
   exited: Promise<void>;
   /** Children that keep the event loop alive. */
   refs: number;
+  /** Stopped by close(): its children ending with it is expected, not worth a warning. */
+  closing?: boolean;
 }
 
 class Child extends EventEmitter<SpawnedChildEvents> implements SpawnedChild {
@@ -149,7 +151,7 @@ export function createSpawner({ logger }: { logger: Logger }): Spawner {
         if (zygote === started) zygote = undefined;
         const orphans = [...started.children.values()];
         started.children.clear();
-        if (orphans.length > 0) logger.warn(`${reason}; its children went with it`);
+        if (orphans.length > 0 && started.closing !== true) logger.warn(`${reason}; its children went with it`);
         for (const orphan of orphans) orphan.ended(null, 'SIGKILL', reason);
         resolve();
       };
@@ -210,6 +212,7 @@ export function createSpawner({ logger }: { logger: Logger }): Spawner {
       zygote = undefined;
       if (current === undefined) return;
       // Disconnecting is the spawner's signal to kill its children and exit.
+      current.closing = true;
       current.process.ref();
       if (current.process.connected) current.process.disconnect();
       else current.process.kill('SIGKILL');
