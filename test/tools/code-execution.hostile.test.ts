@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, py, sandboxProcesses, startHarness, type Harness } from './code-execution.support.ts';
 
@@ -516,6 +516,46 @@ describe('JavaScript', () => {
       60,
     );
     expect(first.output.startsWith('before\n')).toBe(true);
+  }, 300_000);
+
+  it("a run's process is held to the memory limit plus its own heap and Node's: stopped at once, not grown for seconds", async () => {
+    // Before, V8 gave up on these only at 1.2–1.5 GB of the run's process (the array fill after
+    // 23 s, at its timeout), and the getter's growth happens while the process's thread is held.
+    const largestRunProcess = () => {
+      let largest = 0;
+      for (const pid of readdirSync('/proc').filter((entry) => /^\d+$/.test(entry))) {
+        try {
+          if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('javascript-process')) continue;
+          const kb = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+          largest = Math.max(largest, Number(kb ?? 0) / 1024);
+        } catch {
+          // Gone meanwhile.
+        }
+      }
+      return largest;
+    };
+    let peakMb = 0;
+    const sampler = setInterval(() => (peakMb = Math.max(peakMb, largestRunProcess())), 20);
+    try {
+      for (const code of [
+        'const a = []; for (;;) a.push(1)',
+        'new Array(1e8).fill(0); console.log("done")',
+        'throw { get message() { const a = []; for (;;) a.push(1) } }',
+      ]) {
+        const r = await javascript(code, 60);
+        expect(r.exit_code, code).toBe(137);
+        expect(r.timed_out, code).toBe(false);
+        expect(r.output, code).toMatch(/RangeError: memory limit of 256 MB exceeded \(the run's process held \d+ MB/);
+      }
+    } finally {
+      clearInterval(sampler);
+    }
+    // 256 MB for the isolate, 128 MB for the process's heap, 128 MB for Node, and what grows
+    // between two readings 50 ms apart.
+    expect(peakMb).toBeLessThan(700);
+    // A program that uses most of the limit still runs (~360 MB of process at its peak).
+    const large = 'const a = []; for (let i = 0; i < 3e6; i++) a.push({ i, s: "v" + i }); console.log(a.length)';
+    expect(await javascript(large, 60)).toMatchObject({ output: '3000000\n', exit_code: 0 });
   }, 300_000);
 
   it('a thrown value whose getters never return is stopped at the timeout, and frees its slot', async () => {

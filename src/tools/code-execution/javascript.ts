@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { SpawnedChild, Spawner } from '../../processes/spawner.ts';
 import type { JavaScriptReply, JavaScriptTask } from './javascript-process.ts';
@@ -10,6 +11,23 @@ const GRACE_MS = 3_000;
 /** The run's process's own heap: output copied out of the isolate and little else. */
 const PROCESS_HEAP_MB = 128;
 const SPARE_IDLE_MS = 60_000;
+/** Node itself in a run's process: ~80 MB resident before the program starts. */
+const PROCESS_BASE_MB = 128;
+const WATCH_INTERVAL_MS = 50;
+
+/**
+ * A process's resident memory, from /proc (undefined once it is gone, or off Linux). Read from the
+ * server, so it works while the run's own thread is held (a getter that never returns).
+ */
+function residentBytes(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const kb = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'latin1'))?.[1];
+    return kb === undefined ? undefined : Number(kb) * 1024;
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * JavaScript in an isolate (javascript-isolate.ts) inside a process of its own per run, forked by
@@ -17,9 +35,12 @@ const SPARE_IDLE_MS = 60_000;
  * an allocation past the heap: isolated-vm's memory limit is not a hard one) ends that process
  * alone, and the run reports it. A program that holds its isolate past the timeout (a thrown value
  * whose getters never return, read outside the isolate's timer) is killed with its process at
- * the timeout plus a grace, so its slot is freed and no core keeps spinning.
+ * the timeout plus a grace, so its slot is freed and no core keeps spinning. The process as a whole
+ * is held to the isolate's limit plus its own heap and Node's base: before V8 gave up on a growing
+ * array, a run's process reached 1.2–1.5 GB with a 256 MB limit.
  */
 export function createJavaScriptSandbox(limits: ExecutionLimits, spawner: Spawner): Sandbox {
+  const processLimitBytes = (limits.memoryMb + PROCESS_HEAP_MB + PROCESS_BASE_MB) * 2 ** 20;
   interface RunProcess {
     child: SpawnedChild;
     /** True once it can take a program; false if it ended before. */
@@ -62,12 +83,17 @@ export function createJavaScriptSandbox(limits: ExecutionLimits, spawner: Spawne
       const chunks: Buffer[] = [];
       let size = 0;
       let settled = false;
-      let stoppedBy: 'deadline' | 'abort' | undefined;
+      let stoppedBy: 'deadline' | 'abort' | 'memory' | undefined;
+      let resident = 0;
       const { child, ready } = take();
-      const stop = (why: 'deadline' | 'abort') => {
+      const stop = (why: 'deadline' | 'abort' | 'memory') => {
         stoppedBy ??= why;
         child.kill('SIGKILL');
       };
+      const watch = setInterval(() => {
+        resident = residentBytes(child.pid) ?? resident;
+        if (resident > processLimitBytes) stop('memory');
+      }, WATCH_INTERVAL_MS);
       const deadline = setTimeout(() => stop('deadline'), job.timeoutMs + GRACE_MS);
       const onAbort = () => stop('abort');
       job.signal.addEventListener('abort', onAbort, { once: true });
@@ -83,6 +109,7 @@ export function createJavaScriptSandbox(limits: ExecutionLimits, spawner: Spawne
         const finish = (value: Omit<ExecutionResult, 'duration_ms'>) => {
           settled = true;
           clearTimeout(deadline);
+          clearInterval(watch);
           job.signal.removeEventListener('abort', onAbort);
           resolve({ ...value, duration_ms: Math.round(performance.now() - started) });
         };
@@ -104,7 +131,9 @@ export function createJavaScriptSandbox(limits: ExecutionLimits, spawner: Spawne
         child.once('exit', (code, signal, error) => {
           if (settled) return;
           let output = new TextDecoder('utf-8', { fatal: false }).decode(Buffer.concat(chunks));
-          if (stoppedBy === undefined) {
+          if (stoppedBy === 'memory') {
+            output += `RangeError: memory limit of ${limits.memoryMb} MB exceeded (the run's process held ${Math.round(resident / 2 ** 20)} MB, more than the ${processLimitBytes / 2 ** 20} MB allowed it)\n`;
+          } else if (stoppedBy === undefined) {
             output +=
               error !== undefined
                 ? `Error: the run was stopped: ${error}\n`
