@@ -43,11 +43,18 @@ export interface Turn {
 
 const EXCERPT_CHARS = 500;
 
-/** The start of a text, cut at a word boundary when there is one near the limit. */
+/**
+ * The start of a text, cut at a word boundary when there is one near the limit, never inside a
+ * surrogate pair: half an emoji made the stored sources invalid jsonb (a 500 after the model had
+ * answered) and the excerpt invalid Unicode for strict JSON parsers.
+ */
 export function excerpt(text: string, limit: number): string {
   if (text.length <= limit) return text;
   const space = text.lastIndexOf(' ', limit);
-  return `${text.slice(0, space > limit * 0.8 ? space : limit).trimEnd()}…`;
+  let end = space > limit * 0.8 ? space : limit;
+  const last = text.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end -= 1;
+  return `${text.slice(0, end).trimEnd()}…`;
 }
 
 /** A source as the API returns it: an excerpt of the chunk the model got. */
