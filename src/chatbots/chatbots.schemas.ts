@@ -104,7 +104,11 @@ export const chatBody = z.object({
   message: z
     .string()
     .max(200_000)
-    .refine((text) => text.trim() !== '', { message: 'Must not be empty or whitespace only' }),
+    .refine((text) => text.trim() !== '', { message: 'Must not be empty or whitespace only' })
+    // Refused before the model is called: the turn could not be stored after it.
+    .refine((text) => !text.includes('\u0000'), {
+      message: 'Text with a NUL character (\\u0000) cannot be stored; remove it',
+    }),
   conversation_id: z.string().min(1).max(100).nullish().describe('Omit to start a new conversation'),
 });
 export type ChatBody = z.infer<typeof chatBody>;
@@ -120,7 +124,7 @@ export const chatResponse = z.object({
 export type ChatResponse = z.infer<typeof chatResponse>;
 
 export const chatbotCompletionRequest = chatCompletionRequest.extend({
-  model: z.string().optional().describe("Ignored: the chatbot's own model answers"),
+  model: z.string().nullish().describe("Ignored: the chatbot's own model answers"),
 });
 export type ChatbotCompletionRequest = z.infer<typeof chatbotCompletionRequest>;
 

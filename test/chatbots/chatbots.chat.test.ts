@@ -143,7 +143,14 @@ describe('the custom chat API', () => {
 
   it('validates the message: required, a non-blank string', async () => {
     const bot = await createChatbot(h.t);
-    for (const json of [{}, { message: '   ' }, { message: 42 }, { message: 'hi', conversation_id: 7 }]) {
+    // A NUL cannot be stored: refused before the model is called, not after.
+    for (const json of [
+      {},
+      { message: '   ' },
+      { message: 42 },
+      { message: 'hi', conversation_id: 7 },
+      { message: 'a\u0000b' },
+    ]) {
       const response = await sendChat(h.t, bot.id, json);
       expect(response.status, JSON.stringify(json)).toBe(400);
       expect(typeof ((await response.json()) as { error: unknown }).error).toBe('string');

@@ -102,6 +102,8 @@ describe('the chatbot completions endpoint', () => {
     expect(modelCalls(h.mock)[1]).toMatchObject({ model: 'mock-chat', temperature: 1.5, max_tokens: 9, ...others });
     await completions(h.t, bot.id, { messages: [user('hi')], max_completion_tokens: 12 });
     expect(modelCalls(h.mock)[2]).toMatchObject({ temperature: 0.2, max_tokens: 12 });
+    // The placeholder may be null too (absent above).
+    expect((await completions(h.t, bot.id, { model: null, messages: [user('hi')] })).status).toBe(200);
   });
 
   it("sends the caller's messages as history after the system prompt, bounded by memory_length; the caller's own system messages stay", async () => {
