@@ -36,3 +36,25 @@ export function nestsDeeperThan(text: string, max: number): boolean {
   }
   return false;
 }
+
+// A lone UTF-16 surrogate reaches a string only through a `\uD800`-style escape (raw bytes that
+// are not UTF-8 already decode as U+FFFD), so the walk below runs only when the text has one.
+const surrogateEscape = /\\u[dD][89a-fA-F]/;
+
+/**
+ * Parsed JSON with every lone surrogate in its strings and keys made U+FFFD, as text columns store
+ * them: PostgreSQL's jsonb refuses the escape (22P02, a 500 for metadata or a filter), and strict
+ * JSON parsers refuse it in a response. `text` is what `value` was parsed from.
+ */
+export function wellFormedJson<T>(text: string, value: T): T {
+  if (!surrogateEscape.test(text)) return value;
+  const fix = (item: unknown): unknown => {
+    if (typeof item === 'string') return item.toWellFormed();
+    if (Array.isArray(item)) return item.map(fix);
+    if (item !== null && typeof item === 'object') {
+      return Object.fromEntries(Object.entries(item).map(([key, entry]) => [key.toWellFormed(), fix(entry)]));
+    }
+    return item;
+  };
+  return fix(value) as T;
+}

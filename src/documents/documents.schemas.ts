@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { maxJsonNesting, nestsDeeperThan } from '../json-nesting.ts';
+import { maxJsonNesting, nestsDeeperThan, wellFormedJson } from '../json-nesting.ts';
 
 export const metadataSchema = z.record(z.string(), z.unknown());
 
@@ -34,7 +34,7 @@ export const multipartFields = z.object({
         return z.NEVER;
       }
       try {
-        return metadataSchema.parse(JSON.parse(value));
+        return metadataSchema.parse(wellFormedJson(value, JSON.parse(value)));
       } catch {
         ctx.addIssue({ code: 'custom', message: 'metadata must be a JSON object' });
         return z.NEVER;

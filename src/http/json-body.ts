@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { maxJsonNesting, nestsDeeperThan } from '../json-nesting.ts';
+import { maxJsonNesting, nestsDeeperThan, wellFormedJson } from '../json-nesting.ts';
 import { AppError } from './errors.ts';
 
 export const tooDeep = (what: string): AppError =>
@@ -9,7 +9,7 @@ export const tooDeep = (what: string): AppError =>
  * Fastify's own JSON parser (prototype-poisoning checks included), behind a nesting limit. An
  * empty body is no body: clients that send `Content-Type: application/json` on every request (a
  * session's default headers) also send it on a DELETE, which Fastify refused with a 400; a route
- * that needs a body says it is missing.
+ * that needs a body says it is missing. Lone surrogates in its strings become U+FFFD.
  */
 export function installJsonParser(app: FastifyInstance): void {
   const parse = app.getDefaultJsonParser('error', 'error');
@@ -24,6 +24,6 @@ export function installJsonParser(app: FastifyInstance): void {
       done(tooDeep('Request body'), undefined);
       return;
     }
-    void parse(request, text, done);
+    void parse(request, text, (error, value) => done(error, error ? undefined : wellFormedJson(text, value)));
   });
 }

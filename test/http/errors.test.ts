@@ -122,6 +122,48 @@ describe('bad input never yields a 500', () => {
     expect((await t.request('/api/v1/rag/collections/a%00b')).status).toBe(400);
   });
 
+  it('a lone surrogate (a \\uD800 escape) becomes U+FFFD wherever it lands, as in text: never a 500', async () => {
+    // Python's json.dumps writes one for a file name read with surrogateescape; jsonb refuses it.
+    expect((await t.request('/api/v1/rag/collections', { method: 'POST', json: { name: 'surrogates' } })).status).toBe(
+      201,
+    );
+    const documents = '/api/v1/rag/collections/surrogates/documents';
+    const upload = await t.request(documents, {
+      method: 'POST',
+      json: { name: 'caf\udce9.txt', content: 'one', metadata: { path: 'caf\udce9.txt', 'k\ud800': ['\udfff'] } },
+    });
+    expect(upload.status).toBe(202);
+    const { id } = (await upload.json()) as { id: string };
+    const detail = async () =>
+      (await (await t.request(`/api/v1/rag/documents/${id}`)).json()) as { name: string; metadata: unknown };
+    expect(await detail()).toMatchObject({
+      name: 'caf\ufffd.txt',
+      metadata: { path: 'caf\ufffd.txt', 'k\ufffd': ['\ufffd'] },
+    });
+    const update = await t.request(`/api/v1/rag/documents/${id}`, {
+      method: 'PUT',
+      json: { metadata: { a: '\ud800' } },
+    });
+    expect(update.status).toBe(200);
+    expect((await detail()).metadata).toEqual({ a: '\ufffd' });
+
+    const form = new FormData();
+    form.append('file', new Blob(['two'], { type: 'text/plain' }), 'two.txt');
+    form.append('metadata', '{"a": "\\ud800"}');
+    const multipart = await t.request(documents, { method: 'POST', body: form });
+    expect(multipart.status).toBe(202);
+    expect(((await multipart.json()) as { metadata: unknown }).metadata).toEqual({ a: '\ufffd' });
+
+    const search = await t.request('/api/v1/agent/tool-calling', {
+      method: 'POST',
+      json: {
+        tool_name: 'rag_search',
+        parameters: { query: 'one', collection: 'surrogates', filters: { 'l\ud800': '\ud800' } },
+      },
+    });
+    expect(search.status).toBe(200);
+  });
+
   it('an oversize body is 413', async () => {
     const response = await t.request('/api/v1/keys', {
       method: 'POST',
