@@ -104,25 +104,10 @@ export function installAuth(app: FastifyInstance, deps: AuthDeps): void {
   };
 
   /**
-   * A path no route serves, asked with a valid key: counted against the key, with its headers
-   * (every answer to an authenticated request carries them), then the 404. Without a valid key it
-   * is a 404 as it is, counted nowhere.
+   * The caller a bearer secret names, its request counted against the key; refused (401, counted
+   * against the address, 429 once over) when the secret names none.
    */
-  const countUnknownRoute = async (request: FastifyRequest, reply: FastifyReply) => {
-    const secret = bearerToken(request.headers.authorization);
-    if (secret === undefined || blockedAddresses.has(request.ip)) return;
-    const auth = await keys.authenticate(secret);
-    if (auth.ok) await admitKey(auth.principal, reply);
-  };
-
-  app.addHook('onRequest', async (request, reply) => {
-    const access = request.routeOptions.config.access;
-    if (access === undefined && request.is404) return countUnknownRoute(request, reply);
-    if (access === undefined || access === 'public') return;
-
-    const secret = bearerToken(request.headers.authorization);
-    if (secret === undefined) return refuseUnauthenticated(request, reply, failureMessages.missing);
-
+  const authenticate = async (request: FastifyRequest, reply: FastifyReply, secret: string) => {
     const blockedUntil = blockedAddresses.get(request.ip);
     if (blockedUntil !== undefined) {
       const now = clock();
@@ -138,9 +123,25 @@ export function installAuth(app: FastifyInstance, deps: AuthDeps): void {
 
     const auth = await keys.authenticate(secret);
     if (!auth.ok) return refuseUnauthenticated(request, reply, failureMessages[auth.reason]);
+    await admitKey(auth.principal, reply);
+    return auth.principal;
+  };
 
-    const { principal } = auth;
-    await admitKey(principal, reply);
+  app.addHook('onRequest', async (request, reply) => {
+    const access = request.routeOptions.config.access;
+    const secret = bearerToken(request.headers.authorization);
+    // A path no route serves, asked with a key: authenticated as any route is, so a wrong key is
+    // a 401 counted against the address (guessing keys there went unthrottled, and the headers of
+    // a valid key's 404 told a right guess), a valid one counted against the key with its
+    // headers, then the 404. Without a key it is a 404 as it is.
+    if (access === undefined && request.is404) {
+      if (secret !== undefined) await authenticate(request, reply, secret);
+      return;
+    }
+    if (access === undefined || access === 'public') return;
+    if (secret === undefined) return refuseUnauthenticated(request, reply, failureMessages.missing);
+
+    const principal = await authenticate(request, reply, secret);
     if (!hasScope(principal, access)) {
       throw new AppError({
         code: 'insufficient_scope',

@@ -143,7 +143,7 @@ describe.each(Object.keys(stores))('rate limits with the %s store', (storeName) 
     expect(limitHeaders(await t.request('/api/v1/keys'))).toMatchObject({ limit: String(unbounded) });
   });
 
-  it('a path no route serves: with a valid key counted and answered 404 with the headers; without one, a plain 404', async () => {
+  it('a path no route serves: with a valid key counted and answered 404 with the headers; a wrong key 401, counted against the address; without one, a plain 404', async () => {
     const k = await t.createKey({ name: 'lost', scopes: ['read'], tier: 'standard' });
     expect((await t.request('/api/v1/collections-typo', { key: k.key })).headers.get('x-ratelimit-remaining')).toBe(
       '59',
@@ -156,11 +156,20 @@ describe.each(Object.keys(stores))('rate limits with the %s store', (storeName) 
     expect((await t.request('/api/v1/rag/collections', { key: k.key })).headers.get('x-ratelimit-remaining')).toBe(
       '57',
     );
-    for (const key of [null, 'rpk_not-a-real-key']) {
-      const plain = await t.request('/api/v1/collections-typo', { key });
-      expect(plain.status).toBe(404);
-      expect(plain.headers.get('x-ratelimit-limit')).toBeNull();
+    const plain = await t.request('/api/v1/collections-typo', { key: null });
+    expect(plain.status).toBe(404);
+    expect(plain.headers.get('x-ratelimit-limit')).toBeNull();
+    // Guessing keys there is throttled as anywhere: before, every guess was a 404 counted nowhere,
+    // and only a right one came with headers.
+    const guesses = [];
+    for (let i = 0; i < 2; i++)
+      guesses.push(await t.request('/api/v1/collections-typo', { key: 'rpk_not-a-real-key' }));
+    for (const guess of guesses) {
+      expect(guess.status).toBe(401);
+      expect(await guess.json()).toMatchObject({ error: { type: 'authentication_error', code: 'invalid_api_key' } });
     }
+    const [first, second] = guesses.map((guess) => Number(guess.headers.get('x-ratelimit-remaining')));
+    expect(second).toBe((first ?? 0) - 1);
   });
 
   it('a daily request quota answers 403 quota_exceeded', async () => {
