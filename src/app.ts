@@ -78,6 +78,18 @@ export interface App {
   listen(address: { host: string; port: number }): Promise<number>;
 }
 
+/**
+ * Fastify's trust for X-Forwarded-For. `true` is the nearest proxy alone (Fastify's own `true`
+ * believes every address in the header, the first of which the client writes), a number that many
+ * hops (Fastify takes a number as trusting nobody), a list its addresses and ranges.
+ */
+function proxyTrust(setting: boolean | number | string[]) {
+  if (setting === false || setting === 0) return false;
+  const hops = setting === true ? 1 : setting;
+  if (typeof hops !== 'number') return hops;
+  return (_address: string, hop: number) => hop < hops;
+}
+
 const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
   version: string;
 };
@@ -112,7 +124,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     loggerInstance: baseLogger,
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'request_id' }),
     bodyLimit: config.bodyLimitBytes,
-    trustProxy: config.trustProxy,
+    trustProxy: proxyTrust(config.trustProxy),
     // A request that reaches a connection still open while the server closes (its headers were
     // on their way) is served like any other, its connection then closed: fastify's own 503 has
     // neither of the contract's shapes, and the close waits for it anyway.

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { GatewayConfigError, loadGatewayConfig, type ResolvedGatewayConfig } from './gateway/providers/config.ts';
 import { parseCorsOrigins, type CorsOrigins } from './http/cors.ts';
@@ -7,6 +8,34 @@ const bool = z
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
 
 const positiveInt = z.coerce.number().int().positive();
+
+const proxyNames = new Set(['loopback', 'linklocal', 'uniquelocal']);
+const isProxyAddress = (entry: string) => {
+  if (proxyNames.has(entry)) return true;
+  const [address = '', prefix, ...rest] = entry.split('/');
+  const version = isIP(address);
+  if (version === 0 || rest.length > 0) return false;
+  return prefix === undefined || (/^\d+$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128));
+};
+
+/**
+ * Whose `X-Forwarded-For` to believe: `true` the nearest proxy's alone (the address it appended;
+ * believing the whole header let a client put any address first and escape the per-address
+ * limit), a number that many proxies, or their addresses and CIDR ranges.
+ */
+const trustProxy = z.string().transform((value, ctx): boolean | number | string[] => {
+  const v = value.trim().toLowerCase();
+  if (['false', '0', 'no'].includes(v)) return false;
+  if (['true', 'yes'].includes(v)) return true;
+  if (/^\d+$/.test(v) && Number(v) <= 64) return Number(v);
+  const entries = v.split(',').map((entry) => entry.trim());
+  if (entries.every(isProxyAddress)) return entries;
+  ctx.addIssue({
+    code: 'custom',
+    message: 'must be true, false, a number of proxies (1–64), or proxy addresses and CIDR ranges separated by commas',
+  });
+  return z.NEVER;
+});
 
 /** Fusion weights when none are configured, chosen per method on SciFact (README, Retrieval). */
 const DEFAULT_FUSION_WEIGHTS = {
@@ -30,7 +59,7 @@ export const envSchema = z.object({
   REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }).optional(),
   RAGPORT_ADMIN_KEY: z.string().min(32, 'RAGPORT_ADMIN_KEY must be at least 32 characters').optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  TRUST_PROXY: bool.default(false),
+  TRUST_PROXY: trustProxy.default(false),
   BODY_LIMIT_BYTES: positiveInt.default(10 * 1024 * 1024),
   // Timers take at most 2^31 - 1 ms; beyond it Node fires them at once.
   BODY_IDLE_TIMEOUT_MS: positiveInt.max(3_600_000).default(60_000),

@@ -33,6 +33,22 @@ describe('configuration', () => {
     expect(() => loadConfig({ RETRIEVAL_CANDIDATES: '1001' })).toThrow(/RETRIEVAL_CANDIDATES/);
   });
 
+  it('TRUST_PROXY: false unless set; true, a number of proxies, or their addresses and CIDR ranges', () => {
+    expect(loadConfig({}).trustProxy).toBe(false);
+    expect(loadConfig({ TRUST_PROXY: 'true' }).trustProxy).toBe(true);
+    expect(loadConfig({ TRUST_PROXY: 'no' }).trustProxy).toBe(false);
+    expect(loadConfig({ TRUST_PROXY: '2' }).trustProxy).toBe(2);
+    expect(loadConfig({ TRUST_PROXY: '10.0.0.0/8, 127.0.0.1,loopback, fd00::/8' }).trustProxy).toEqual([
+      '10.0.0.0/8',
+      '127.0.0.1',
+      'loopback',
+      'fd00::/8',
+    ]);
+    for (const bad of ['maybe', '10.0.0.0/33', '300', '10.0.0.1,']) {
+      expect(() => loadConfig({ TRUST_PROXY: bad }), bad).toThrow(/TRUST_PROXY: must be true, false, a number/);
+    }
+  });
+
   it('HNSW_EF_SEARCH: auto unless set; a number from 10 to 1000', () => {
     expect(loadConfig({}).retrieval.efSearch).toBe('auto');
     expect(loadConfig({ HNSW_EF_SEARCH: 'auto' }).retrieval.efSearch).toBe('auto');

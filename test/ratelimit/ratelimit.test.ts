@@ -209,4 +209,18 @@ describe.each(Object.keys(stores))('rate limits with the %s store', (storeName) 
     clock.advance(60_000);
     expect((await t.request('/api/v1/keys', { key: `rpk_${'C'.repeat(40)}`, headers })).status).toBe(401);
   });
+
+  it('with TRUST_PROXY=true the address is the one the nearest proxy appended, not what the client wrote first', async () => {
+    startOfMinute();
+    const address = `12.${Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}`;
+    // A client behind a load balancer that appends its address: before, each made-up first entry
+    // was an address of its own, so the limit never applied (100 guesses, 100 401s).
+    const statuses = [];
+    for (let i = 0; i < 61; i++) {
+      const headers = { 'x-forwarded-for': `10.9.${i}.1, ${address}` };
+      statuses.push((await t.request('/api/v1/keys', { key: `rpk_${'D'.repeat(40)}`, headers })).status);
+    }
+    expect(statuses.slice(0, 60).every((status) => status === 401)).toBe(true);
+    expect(statuses[60]).toBe(429);
+  });
 });
