@@ -1,6 +1,6 @@
 import { AppError } from '../errors.ts';
 import type { Principal } from '../keys/principal.ts';
-import { checkTokenQuota, type TokenQuota } from '../usage/quota.ts';
+import { expectedTokens, type TokenQuota } from '../usage/quota.ts';
 import type { EmbeddingsBody, EmbeddingsResponse } from './embeddings.schemas.ts';
 import { MAX_TOTAL_CHARS } from './embeddings.schemas.ts';
 import { inputTexts } from './token-input.ts';
@@ -31,7 +31,7 @@ export interface EmbeddingsServiceDeps {
   registry: EmbeddingRegistry;
   usage: UsageSink;
   /** The monthly token quota, checked as chat checks it. */
-  quota: Pick<TokenQuota, 'tokensThisMonth'>;
+  quota: Pick<TokenQuota, 'admitCall'>;
 }
 
 function respond(body: EmbeddingsBody, vectors: Float32Array[], promptTokens: number): EmbeddingsResponse {
@@ -82,19 +82,35 @@ export function createEmbeddingsService(deps: EmbeddingsServiceDeps) {
           param: 'dimensions',
         });
       }
-      // Local models cost tokens too: they count toward the quota, and are refused by it alike.
-      await checkTokenQuota(deps.quota, principal.keyId, principal.quota.tokensPerMonth);
+      // Local models cost tokens too: they count toward the quota, and are refused by it alike,
+      // calls in flight included (ten at once each went through below a quota they all passed).
+      const tokensPerMonth = principal.quota.tokensPerMonth;
+      const release =
+        tokensPerMonth === null
+          ? () => undefined
+          : await deps.quota.admitCall(principal.keyId, tokensPerMonth, expectedTokens(chars));
       // No keyId to the model: this route counts every request itself, local models' too, under
       // the name the client asked for.
       const upstream = model.provider !== 'local';
       const extra = upstream ? passedOn(body) : undefined;
-      const { vectors, promptTokens } = await model.embed(inputs, {
-        priority: 'interactive',
-        signal,
-        ...(dimensions !== undefined && upstream ? { dimensions } : {}),
-        ...(extra === undefined ? {} : { extra }),
-      });
-      deps.usage.record({ keyId: principal.keyId, model: body.model, promptTokens, completionTokens: 0 });
+      let embedded;
+      try {
+        embedded = await model.embed(inputs, {
+          priority: 'interactive',
+          signal,
+          ...(dimensions !== undefined && upstream ? { dimensions } : {}),
+          ...(extra === undefined ? {} : { extra }),
+        });
+        deps.usage.record({
+          keyId: principal.keyId,
+          model: body.model,
+          promptTokens: embedded.promptTokens,
+          completionTokens: 0,
+        });
+      } finally {
+        release();
+      }
+      const { vectors, promptTokens } = embedded;
       return { resolvedModel: model.name, response: respond(body, vectors, promptTokens) };
     },
   };

@@ -1,12 +1,13 @@
 import type {
   ChatCompletion,
   ChatCompletionChunk,
+  ChatCompletionCreateParams,
   ChatCompletionCreateParamsNonStreaming,
   ChatCompletionCreateParamsStreaming,
 } from 'openai/resources/chat/completions';
 import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
-import type { TokenQuota } from '../usage/quota.ts';
+import { expectedTokens, type TokenQuota } from '../usage/quota.ts';
 import type { UsageRecorder } from '../usage/usage.recorder.ts';
 import { asAppError } from './gateway.errors.ts';
 import { tokenCount, UpstreamFailure, type StreamEvent, type Usage } from './providers/provider.ts';
@@ -47,6 +48,23 @@ export interface GatewayServiceDeps {
   logger: Logger;
   /** Told of every failed upstream call, mid-stream failures included (metrics). */
   onUpstreamFailure?: (failure: UpstreamFailure) => void;
+}
+
+/**
+ * What a call is expected to take, for the token quota's reservation before the model answers: its
+ * messages' text, and the reply's room when the caller bounds it.
+ */
+function expectedCallTokens(params: ChatCompletionCreateParams): number {
+  let characters = 0;
+  for (const message of params.messages) {
+    const content = message.content;
+    if (typeof content === 'string') characters += content.length;
+    else if (Array.isArray(content)) {
+      for (const part of content) if ('text' in part && typeof part.text === 'string') characters += part.text.length;
+    }
+  }
+  const reply = params.max_completion_tokens ?? params.max_tokens ?? 0;
+  return expectedTokens(characters) + reply * (params.n ?? 1);
 }
 
 function completionText(completion: ChatCompletion): string[] {
@@ -104,13 +122,15 @@ export function createGatewayService({ registry, retry, usage, quota, logger, on
    * `release`): both before any upstream call.
    */
   const prepare = async (
-    model: string,
+    params: ChatCompletionCreateParams,
     caller: Caller | undefined,
   ): Promise<{ candidates: Candidate[]; release: () => void }> => {
-    const candidates = await registry.candidates(model, 'chat');
-    if (candidates.length === 0) throw modelNotFound(model);
+    const candidates = await registry.candidates(params.model, 'chat');
+    if (candidates.length === 0) throw modelNotFound(params.model);
     const release =
-      caller?.tokensPerMonth == null ? () => undefined : await quota.admitCall(caller.keyId, caller.tokensPerMonth);
+      caller?.tokensPerMonth == null
+        ? () => undefined
+        : await quota.admitCall(caller.keyId, caller.tokensPerMonth, expectedCallTokens(params));
     return { candidates, release };
   };
 
@@ -127,7 +147,7 @@ export function createGatewayService({ registry, retry, usage, quota, logger, on
       options: CallOptions = {},
     ): Promise<CompletionResult> {
       const { signal, caller } = options;
-      const { candidates, release } = await prepare(params.model, caller);
+      const { candidates, release } = await prepare(params, caller);
       try {
         const target = registry.target(params.model);
         const upstreamParams = target === params.model ? params : { ...params, model: target };
@@ -163,7 +183,7 @@ export function createGatewayService({ registry, retry, usage, quota, logger, on
      */
     async stream(params: ChatCompletionCreateParamsStreaming, options: CallOptions = {}): Promise<ChatStream> {
       const { signal, caller } = options;
-      const { candidates, release } = await prepare(params.model, caller);
+      const { candidates, release } = await prepare(params, caller);
       const upstreamParams: ChatCompletionCreateParamsStreaming = {
         ...params,
         model: registry.target(params.model),

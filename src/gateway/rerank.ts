@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
-import { checkTokenQuota, type TokenQuota } from '../usage/quota.ts';
+import { expectedTokens, type TokenQuota } from '../usage/quota.ts';
 import type { UsageEvent } from '../usage/usage.recorder.ts';
 import { asAppError } from './gateway.errors.ts';
 import type { Caller } from './gateway.service.ts';
@@ -28,7 +28,7 @@ export interface RerankersDeps {
   logger: Logger;
   usage: { record(event: UsageEvent): void };
   /** The monthly token quota, checked for the API's callers as chat checks it. */
-  quota: Pick<TokenQuota, 'tokensThisMonth'>;
+  quota: Pick<TokenQuota, 'admitCall'>;
   onUpstreamFailure?: FailoverContext['onFailure'];
 }
 
@@ -52,26 +52,37 @@ export function createRerankers({ registry, retry, logger, usage, quota, onUpstr
   ): Promise<RerankOutcome> {
     const candidates = await registry.candidates(request.model, 'rerank');
     if (candidates.length === 0) throw rerankModelNotFound(request.model, 'model');
-    if (caller !== undefined) await checkTokenQuota(quota, caller.keyId, caller.tokensPerMonth);
-    const target = registry.target(request.model);
     const documents = [...request.documents];
-    const topN = Math.min(request.topN, documents.length);
-    let outcome;
+    const release =
+      caller?.tokensPerMonth == null
+        ? () => undefined
+        : await quota.admitCall(
+            caller.keyId,
+            caller.tokensPerMonth,
+            expectedTokens(documents.reduce((n, d) => n + d.length + request.query.length, 0)),
+          );
     try {
-      outcome = await withFailover(
-        candidates,
-        (p) => p.rerank(target, request.query, documents, topN, signal),
-        failoverContext({ retry, logger, onFailure: onUpstreamFailure }, request.model, signal),
-      );
-    } catch (error) {
-      throw asAppError(error);
+      const target = registry.target(request.model);
+      const topN = Math.min(request.topN, documents.length);
+      let outcome;
+      try {
+        outcome = await withFailover(
+          candidates,
+          (p) => p.rerank(target, request.query, documents, topN, signal),
+          failoverContext({ retry, logger, onFailure: onUpstreamFailure }, request.model, signal),
+        );
+      } catch (error) {
+        throw asAppError(error);
+      }
+      const totalTokens =
+        outcome.totalTokens > 0
+          ? outcome.totalTokens
+          : (await countTextTokens(documents)) + documents.length * (await countTextTokens([request.query]));
+      usage.record({ keyId, model: request.model, promptTokens: totalTokens, completionTokens: 0 });
+      return { results: outcome.results, totalTokens };
+    } finally {
+      release();
     }
-    const totalTokens =
-      outcome.totalTokens > 0
-        ? outcome.totalTokens
-        : (await countTextTokens(documents)) + documents.length * (await countTextTokens([request.query]));
-    usage.record({ keyId, model: request.model, promptTokens: totalTokens, completionTokens: 0 });
-    return { results: outcome.results, totalTokens };
   }
 
   return {

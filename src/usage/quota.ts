@@ -40,8 +40,8 @@ const exceeded = (used: number, tokensPerMonth: number) =>
  */
 export function createTokenQuota({ repo, recorder, clock, ttlMs }: TokenQuotaOptions) {
   const cache = new Map<string, Entry>();
-  /** Per key, the calls in flight: when each stops counting if never released. */
-  const inFlight = new Map<string, Map<symbol, number>>();
+  /** Per key, the calls in flight: the tokens each holds, and when it stops counting if never released. */
+  const inFlight = new Map<string, Map<symbol, { tokens: number; until: number }>>();
 
   const tokensThisMonth = async (keyId: string): Promise<number> => {
     const now = clock();
@@ -71,41 +71,50 @@ export function createTokenQuota({ repo, recorder, clock, ttlMs }: TokenQuotaOpt
 
     /**
      * Admits a model call of a key with a quota and counts it in flight until `release`: refused
-     * once the month's tokens reached the quota, or when the calls already in flight, at the key's
-     * mean call size, would take it there. Without this, every call admitted before the first
-     * one's tokens were recorded ran: 60 calls at once were served for a quota of 20 calls. A
-     * call alone is always admitted below the quota, so one at a time a key ends a month above
-     * it by at most one call; a key's first calls in a process with no usage this month are not
-     * reserved (their size is not known yet).
+     * once the month's tokens reached the quota, or when the calls already in flight and this one
+     * would take it there. Each call holds the larger of `expected` (what the caller can tell of
+     * this call: its input, its max_tokens) and the key's mean call size. Without this, every call
+     * admitted before the first one's tokens were recorded ran: 60 calls at once were served for a
+     * quota of 20 calls, and ten concurrent /embeddings calls of 200 tokens for a quota of 100. A
+     * call alone is always admitted below the quota, so one at a time a key ends a month above it
+     * by at most one call.
      */
-    async admitCall(keyId: string, tokensPerMonth: number): Promise<() => void> {
+    async admitCall(keyId: string, tokensPerMonth: number, expected = 0): Promise<() => void> {
       const used = await tokensThisMonth(keyId);
       if (used >= tokensPerMonth) throw exceeded(used, tokensPerMonth);
       const now = clock();
       let calls = inFlight.get(keyId);
-      if (calls === undefined) inFlight.set(keyId, (calls = new Map<symbol, number>()));
-      for (const [id, until] of calls) if (until <= now) calls.delete(id);
-      const estimate = callEstimate(keyId);
-      if (calls.size > 0 && used + (calls.size + 1) * estimate > tokensPerMonth) {
+      if (calls === undefined) inFlight.set(keyId, (calls = new Map<symbol, { tokens: number; until: number }>()));
+      let held = 0;
+      for (const [id, call] of calls) {
+        if (call.until <= now) calls.delete(id);
+        else held += call.tokens;
+      }
+      const tokens = Math.max(expected, callEstimate(keyId));
+      if (calls.size > 0 && used + held + tokens > tokensPerMonth) {
         throw new AppError({
           code: 'quota_exceeded',
           message:
             `Monthly token quota of this API key would be exceeded by the calls in flight (${used} of ` +
-            `${tokensPerMonth} used, ${calls.size} call(s) of about ${Math.ceil(estimate)} tokens running)`,
+            `${tokensPerMonth} used, ${calls.size} call(s) holding about ${Math.ceil(held)} tokens running, ` +
+            `this one about ${Math.ceil(tokens)})`,
         });
       }
       const id = Symbol('call');
-      calls.set(id, now + RESERVATION_MS);
-      const held = calls;
+      calls.set(id, { tokens, until: now + RESERVATION_MS });
+      const running = calls;
       return () => {
-        held.delete(id);
-        if (held.size === 0 && inFlight.get(keyId) === held) inFlight.delete(keyId);
+        running.delete(id);
+        if (running.size === 0 && inFlight.get(keyId) === running) inFlight.delete(keyId);
       };
     },
   };
 }
 
 export type TokenQuota = ReturnType<typeof createTokenQuota>;
+
+/** Tokens text is expected to take before it is tokenised: about four characters a token. */
+export const expectedTokens = (characters: number) => Math.ceil(characters / 4);
 
 /**
  * Refuses a key whose tokens this month reached its `tokensPerMonth` (null: no quota, nothing is

@@ -62,6 +62,17 @@ describe('POST /api/v1/embeddings and the monthly token quota', () => {
     expect(upstream.count('/v1/embeddings')).toBe(before);
   });
 
+  it('calls at once are held to the quota too: each reserves its input while it runs', async () => {
+    // Before, ten concurrent calls of ~200 tokens all ran for a quota of 100 (2,000 tokens used).
+    const k = await quotaKey(100);
+    const input = 'word '.repeat(200).trim();
+    const statuses = await Promise.all(
+      Array.from({ length: 10 }, async () => (await embed(k.key, 'text-embedding-ada-002', input)).status),
+    );
+    expect(statuses.filter((status) => status === 200)).toHaveLength(1);
+    expect(statuses.filter((status) => status === 403)).toHaveLength(9);
+  });
+
   it('counts usage already in the database, of any model (chat here), from earlier processes', async () => {
     const k = await quotaKey(10);
     const day = new Date().toISOString().slice(0, 10);

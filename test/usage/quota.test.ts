@@ -62,7 +62,7 @@ describe('calls in flight', () => {
     await expect(quota.admitCall('key_a', 100)).rejects.toMatchObject({
       code: 'quota_exceeded',
       message:
-        'Monthly token quota of this API key would be exceeded by the calls in flight (20 of 100 used, 8 call(s) of about 10 tokens running)',
+        'Monthly token quota of this API key would be exceeded by the calls in flight (20 of 100 used, 8 call(s) holding about 80 tokens running, this one about 10)',
     });
     held.pop()?.();
     held.push(await quota.admitCall('key_a', 100));
@@ -84,6 +84,27 @@ describe('calls in flight', () => {
     await expect(known.admitCall('key_a', 100)).rejects.toMatchObject({ code: 'quota_exceeded' });
     const fresh = inFlightQuota({}).quota;
     for (let i = 0; i < 50; i++) await fresh.admitCall('key_a', 100);
+  });
+
+  it("hold what the caller expects of the call when it is more than the mean: a fresh key's concurrent calls too", async () => {
+    // Before, a key with no call seen reserved nothing: 20 concurrent chat calls of 30 tokens ran
+    // for a quota of 100, and ten /embeddings calls of 200 tokens for a quota of 100.
+    const fresh = inFlightQuota({}).quota;
+    const first = await fresh.admitCall('key_a', 100, 60);
+    await expect(fresh.admitCall('key_a', 100, 60)).rejects.toMatchObject({
+      code: 'quota_exceeded',
+      message:
+        'Monthly token quota of this API key would be exceeded by the calls in flight (0 of 100 used, 1 call(s) holding about 60 tokens running, this one about 60)',
+    });
+    await fresh.admitCall('key_a', 100, 40);
+    await expect(fresh.admitCall('key_a', 100, 1)).rejects.toMatchObject({ code: 'quota_exceeded' });
+    first();
+    await expect(fresh.admitCall('key_a', 100, 60)).resolves.toBeTypeOf('function');
+    // The mean wins when it is larger.
+    const known = inFlightQuota({ calls: 1, tokens: 50 }).quota;
+    await known.admitCall('key_a', 180, 1);
+    await known.admitCall('key_a', 180, 1);
+    await expect(known.admitCall('key_a', 180, 1)).rejects.toMatchObject({ code: 'quota_exceeded' });
   });
 
   it('a reservation never released stops counting after 10 minutes', async () => {
