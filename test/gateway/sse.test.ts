@@ -19,6 +19,10 @@ describe('SSE parsing of upstream streams', () => {
     expect(parse(pieces)).toEqual(['{"t":"é"}', 'line1\nline2']);
   });
 
+  it('drops events with empty data, as the standard says (a proxy keep-alive `data:` failed a healthy stream)', () => {
+    expect(parse(['data: {"a":1}\n\ndata: \n\ndata:\r\n\r\ndata: {"b":2}\n\ndata:'])).toEqual(['{"a":1}', '{"b":2}']);
+  });
+
   it('delivers a last event that lacks its blank line', () => {
     expect(parse(['data: {"x":1}\n\ndata: {"y":2}'])).toEqual(['{"x":1}', '{"y":2}']);
   });

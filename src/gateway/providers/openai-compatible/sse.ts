@@ -9,7 +9,7 @@ const valueOf = (line: string) => (line.charCodeAt(5) === 32 ? line.slice(6) : l
 
 /**
  * Server-sent events, incrementally: yields the `data` of each event (lines joined by `\n`).
- * Comments, `event:`/`id:` fields and keep-alives are dropped. Synchronous, so a chunk with
+ * Comments, `event:`/`id:` fields, keep-alives and events with empty data are dropped. Synchronous, so a chunk with
  * several events costs no extra promise per event.
  */
 export function createSseParser(): SseParser {
@@ -24,7 +24,9 @@ export function createSseParser(): SseParser {
       const line = buffer.charCodeAt(end - 1) === 13 ? buffer.slice(start, end - 1) : buffer.slice(start, end);
       start = end + 1;
       if (line === '') {
-        if (data !== undefined) out.push(data);
+        // An event with empty data (`data:`, a proxy's keep-alive) is not dispatched (the SSE
+        // standard): relayed, it failed a healthy stream as a malformed event.
+        if (data !== undefined && data !== '') out.push(data);
         data = undefined;
       } else if (line.startsWith('data:')) {
         data = data === undefined ? valueOf(line) : `${data}\n${valueOf(line)}`;
@@ -33,7 +35,7 @@ export function createSseParser(): SseParser {
     buffer = start === 0 ? buffer : buffer.slice(start);
     if (done) {
       if (buffer.startsWith('data:')) data = data === undefined ? valueOf(buffer) : `${data}\n${valueOf(buffer)}`;
-      if (data !== undefined) out.push(data);
+      if (data !== undefined && data !== '') out.push(data);
       buffer = '';
       data = undefined;
     }
