@@ -261,11 +261,36 @@ export function createDocumentsRepository(db: Db, removal: RemovalSlicing = DOCU
       return { rows, total: total?.n ?? 0 };
     },
 
+    /**
+     * A new description or metadata. A replace in progress takes both from its job when it
+     * commits, so the job gets the change too: before, the replace put back what it was queued
+     * with, and a PUT answered 200 meanwhile was undone without a word.
+     */
     async update(id: string, patch: { description?: string; metadata?: Record<string, unknown> }): Promise<void> {
-      await db
-        .update(documents)
-        .set({ ...patch, updatedAt: sql`now()` })
-        .where(eq(documents.id, id));
+      await retryOnDeadlock(() =>
+        db.transaction(async (tx) => {
+          // The job's row before the document's, as the worker committing a replace takes them.
+          const active = await lockForWrite(tx, id);
+          if (active.length > 0) {
+            await tx
+              .update(ingestionJobs)
+              .set({
+                ...(patch.description === undefined ? {} : { description: patch.description }),
+                ...(patch.metadata === undefined ? {} : { metadata: patch.metadata }),
+              })
+              .where(
+                inArray(
+                  ingestionJobs.id,
+                  active.map((job) => job.id),
+                ),
+              );
+          }
+          await tx
+            .update(documents)
+            .set({ ...patch, updatedAt: sql`now()` })
+            .where(eq(documents.id, id));
+        }),
+      );
     },
 
     /**

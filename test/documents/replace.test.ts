@@ -200,6 +200,35 @@ describe('replacing a document in place', () => {
   }, 180_000);
 });
 
+describe('a description or metadata PUT while a replace processes', () => {
+  it('is kept when the replace commits: the later write wins', async () => {
+    await createCollection(t, 'replace_meta');
+    const created = await t.request('/api/v1/rag/collections/replace_meta/documents', {
+      method: 'POST',
+      json: { name: 'm.txt', content: versionText('slate', 2), description: 'D0', metadata: { v: 'M0' } },
+    });
+    const doc = (await created.json()) as DocumentBody;
+    await waitForDocument(t, doc.id);
+    const replaced = await t.request(`/api/v1/rag/documents/${doc.id}`, {
+      method: 'PUT',
+      json: { name: 'm.txt', content: versionText('quartz', 60), description: 'D1', metadata: { v: 'M1' } },
+    });
+    expect(replaced.status).toBe(202);
+    await watch(doc.id, (d) => d.status === 'processing');
+    const patched = await t.request(`/api/v1/rag/documents/${doc.id}`, {
+      method: 'PUT',
+      json: { description: 'D2', metadata: { v: 'M2' } },
+    });
+    expect(patched.status).toBe(200);
+    // Before, the replace put back D1 and M1 when it committed.
+    const done = await waitForDocument(t, doc.id);
+    expect(done).toMatchObject({ status: 'processed', description: 'D2', metadata: { v: 'M2' } });
+    const hits = await search('replace_meta', 'quartz report');
+    expect(hits.length).toBeGreaterThan(0);
+    expect(hits.every((h) => h.metadata.v === 'M2')).toBe(true);
+  }, 180_000);
+});
+
 describe('concurrent replaces of one document', () => {
   // Ten at once, three times over: with the worker claiming each new version as it commits, this
   // once ended in a lock cycle PostgreSQL broke by failing requests (500) in most rounds.
