@@ -30,7 +30,7 @@ export interface UsageRow {
 
 /**
  * The keys a manager may see: all of them (null), or only those restricted to some of these
- * collections (a key without a restriction is never among them).
+ * collections (a key without a restriction, or restricted to none, is never among them).
  */
 export type KeyScope = readonly string[] | null;
 
@@ -43,7 +43,7 @@ function withinScope(scope: KeyScope) {
     scope.map((name) => sql`${name}`),
     sql`, `,
   );
-  return sql`(${apiKeys.collections} is not null and ${apiKeys.collections} <@ array[${names}]::text[])`;
+  return sql`(${apiKeys.collections} is not null and cardinality(${apiKeys.collections}) > 0 and ${apiKeys.collections} <@ array[${names}]::text[])`;
 }
 
 export function createKeysRepository(db: Db) {

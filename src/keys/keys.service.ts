@@ -158,7 +158,7 @@ export function createKeysService({
       code: 'insufficient_scope',
       message:
         outside === undefined
-          ? 'This API key is restricted to collections: a key it creates or changes must be restricted to some of them'
+          ? 'This API key is restricted to collections: a key it creates or changes must be restricted to at least one of them'
           : `This API key may not use collection '${outside}'`,
       param: 'collections',
     });

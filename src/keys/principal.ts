@@ -41,9 +41,13 @@ export const canUseCollection = (principal: Principal, name: string): boolean =>
 /**
  * Whether keys restricted to `collections` (null: every collection) stay inside what `principal`
  * may use. A key restricted to collections manages only such keys, itself included: otherwise it
- * could lift its own restriction, or take the secret of a key without one.
+ * could lift its own restriction, or take the secret of a key without one. A key restricted to
+ * none (`[]`) is inside no one's: it fitted inside every restricted admin's, so one tenant's
+ * admin could rotate another tenant's chat key and keep its secret.
  */
 export const coversCollections = (principal: Pick<Principal, 'collections'>, collections: readonly string[] | null) => {
   const own = principal.collections;
-  return own === null || (collections !== null && collections.every((name) => own.includes(name)));
+  return (
+    own === null || (collections !== null && collections.length > 0 && collections.every((name) => own.includes(name)))
+  );
 };

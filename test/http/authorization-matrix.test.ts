@@ -122,7 +122,7 @@ const fixtures: Record<string, Fixture> = {
       body: {
         error: {
           message:
-            'This API key is restricted to collections: a key it creates or changes must be restricted to some of them',
+            'This API key is restricted to collections: a key it creates or changes must be restricted to at least one of them',
           type: 'permission_error',
           code: 'insufficient_scope',
           param: 'collections',

@@ -30,7 +30,7 @@ const refused = (message: string) => ({
   error: { message, type: 'permission_error', code: 'insufficient_scope', param: 'collections' },
 });
 const unrestrictedRefusal = refused(
-  'This API key is restricted to collections: a key it creates or changes must be restricted to some of them',
+  'This API key is restricted to collections: a key it creates or changes must be restricted to at least one of them',
 );
 const keyNotFound = { error: { message: 'API key not found', type: 'not_found_error', code: 'not_found' } };
 
@@ -121,11 +121,45 @@ describe('a key restricted to collections cannot escape its restriction through 
     expect(await repo.findLive(k.id, ['c1'])).toBeUndefined();
     expect(await repo.findLive(k.id, null)).toMatchObject({ name: 'moving', revokedAt: null });
     expect((await t.request('/api/v1/keys', { key: k.key })).status).toBe(403); // its secret unchanged
-    // A key restricted to no collection at all manages only keys restricted to none.
+    // A key restricted to no collection at all manages no key, itself included; and a key
+    // restricted to none is within no restricted manager's collections.
     const none = await t.createKey({ name: 'none', scopes: ['admin'], collections: [] });
-    const rows = await repo.listLive([]);
-    expect(rows.map((row) => row.id)).toContain(none.id);
-    expect(rows.every((row) => row.collections?.length === 0)).toBe(true);
+    expect(await repo.listLive([])).toEqual([]);
+    expect((await repo.listLive(['c1', 'c2'])).map((row) => row.id)).not.toContain(none.id);
+    expect(await repo.findLive(none.id, ['c1'])).toBeUndefined();
+  });
+
+  it("cannot see, rotate or revoke a key restricted to no collection (another tenant's chat key), nor make one", async () => {
+    // Before, [] fitted inside every restricted admin's collections: one tenant's admin listed,
+    // rotated (keeping the new secret) and could revoke another tenant's chat key.
+    const chatKey = await t.createKey({ name: 'tenant-2 chat', scopes: ['chat', 'embeddings'], collections: [] });
+    const call = as(restricted.key);
+    const listed = (await (await call('/api/v1/keys')).json()) as { keys: KeyRecord[] };
+    expect(listed.keys.map((k) => k.id)).not.toContain(chatKey.id);
+    for (const [path, method] of [
+      [`/api/v1/keys/${chatKey.id}`, 'GET'],
+      [`/api/v1/keys/${chatKey.id}/rotate`, 'POST'],
+      [`/api/v1/keys/${chatKey.id}/usage`, 'GET'],
+      [`/api/v1/keys/${chatKey.id}`, 'DELETE'],
+    ] as const) {
+      const response = await call(path, { method });
+      expect(response.status, `${method} ${path}`).toBe(404);
+      expect(await response.json()).toEqual(keyNotFound);
+    }
+    const patched = await call(`/api/v1/keys/${chatKey.id}`, { method: 'PATCH', json: { name: 'mine' } });
+    expect(patched.status).toBe(404);
+    const embedded = await t.request('/api/v1/embeddings', {
+      method: 'POST',
+      key: chatKey.key,
+      json: { model: 'text-embedding-ada-002', input: 'still works' },
+    });
+    expect(embedded.status).toBe(200); // its secret untouched
+    const made = await call('/api/v1/keys', {
+      method: 'POST',
+      json: { name: 'none', scopes: ['chat'], collections: [] },
+    });
+    expect(made.status).toBe(403);
+    expect(await made.json()).toEqual(unrestrictedRefusal);
   });
 
   it('lists only the keys within its restriction', async () => {
@@ -159,13 +193,16 @@ describe('what a restricted key may still do', () => {
     const renamed = await call(`/api/v1/keys/${child.id}`, { method: 'PATCH', json: { name: 'child-2' } });
     expect(renamed.status).toBe(200);
     expect(await renamed.json()).toMatchObject({ name: 'child-2', collections: ['c1'] });
-    const narrowed = await call(`/api/v1/keys/${child.id}`, { method: 'PATCH', json: { collections: [] } });
-    expect(narrowed.status).toBe(200);
+    // Narrowed to none, it would be out of every restricted manager's reach, its own included.
+    const none = await call(`/api/v1/keys/${child.id}`, { method: 'PATCH', json: { collections: [] } });
+    expect(none.status).toBe(403);
+    expect(await none.json()).toEqual(unrestrictedRefusal);
     expect((await call(`/api/v1/keys/${child.id}/usage`)).status).toBe(200);
     const rotated = await call(`/api/v1/keys/${child.id}/rotate`, { method: 'POST' });
     expect(rotated.status).toBe(200);
     const { key: newSecret } = (await rotated.json()) as { key: string };
-    expect((await as(newSecret)('/api/v1/rag/collections/c1')).status).toBe(404); // now restricted to none
+    expect((await as(newSecret)('/api/v1/rag/collections/c1')).status).toBe(200);
+    expect((await as(child.key)('/api/v1/rag/collections/c1')).status).toBe(401); // the old secret
     const revoked = await call(`/api/v1/keys/${child.id}`, { method: 'DELETE' });
     expect(revoked.status).toBe(200);
   });
