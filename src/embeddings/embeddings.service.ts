@@ -63,7 +63,7 @@ export function createEmbeddingsService(deps: EmbeddingsServiceDeps) {
           param: 'input',
         });
       }
-      const resolved = await deps.registry.resolve(body.model);
+      const resolved = await deps.registry.resolve(body.model, { measure: false });
       if (!resolved.ok) {
         throw new AppError({
           code: resolved.reason === 'unknown' ? 'model_not_found' : 'service_unavailable',

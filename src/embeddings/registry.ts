@@ -28,7 +28,7 @@ export interface EmbeddingRegistry {
    * else a model an upstream serves (OpenAI's names included), else OpenAI's names are aliases of
    * the local default.
    */
-  resolve(name: string): Promise<Resolution>;
+  resolve(name: string, options?: ResolveOptions): Promise<Resolution>;
   /** The model a collection recorded at creation; upstream vectors are held to its dimensions. */
   forCollection(collection: CollectionModel): Promise<Resolution>;
   /** Local models and their state, for /readyz. */
@@ -37,6 +37,16 @@ export interface EmbeddingRegistry {
   withUpstream(upstream: UpstreamEmbeddings): EmbeddingRegistry;
   /** Closes the local models (see `EmbeddingModel.close`); before the process exits. */
   close(): Promise<void>;
+}
+
+export interface ResolveOptions {
+  /**
+   * Whether an upstream model's dimensions must be known (a collection is created with them):
+   * measured by a probe call the first time. `false` for a call that only relays vectors
+   * (`/embeddings`): the probe carries none of the client's fields, so a provider that requires
+   * one (`input_type` for NVIDIA NIM's asymmetric models) refused every call.
+   */
+  measure?: boolean;
 }
 
 export interface RegistryOptions {
@@ -70,9 +80,9 @@ export function createEmbeddingRegistry(options: RegistryOptions, upstream?: Ups
   };
 
   return {
-    async resolve(name) {
+    async resolve(name, resolveOptions = {}) {
       if (options.local.has(name)) return fromLocal(name, name);
-      const served = await upstream?.find(name);
+      const served = await upstream?.find(name, resolveOptions.measure ?? true);
       if (served) return { ok: true, model: served, requested: name };
       // A provider whose model list is unknown may serve this name: answering with the local
       // model (or not at all) now would give another model's vectors than the next call does.

@@ -7,9 +7,10 @@ import type { EmbeddingModel, UsageSink } from './embeddings.types.ts';
 export interface UpstreamEmbeddings {
   /**
    * The model a provider serves under `name` (aliases resolved), its dimensions measured by one
-   * probe call the first time this process uses it; undefined when no provider serves it.
+   * probe call the first time this process uses it (with `measure`; else as known, 0 when not yet,
+   * and its vectors only held to each other); undefined when no provider serves it.
    */
-  find(name: string): Promise<EmbeddingModel | undefined>;
+  find(name: string, measure?: boolean): Promise<EmbeddingModel | undefined>;
   /** The model a collection recorded, its vectors held to the collection's dimensions. */
   forCollection(name: string, dimensions: number): Promise<EmbeddingModel | undefined>;
   /** Providers whose model list could not be read yet: they may serve a name not found. */
@@ -61,7 +62,6 @@ function upstreamModel(
     dimensions,
     maxTokens: UPSTREAM_MAX_TOKENS,
     async embed(texts, options = {}) {
-      const wanted = options.dimensions ?? dimensions;
       const result = await backend
         .embed([...texts], options.signal, {
           ...(options.dimensions === undefined ? {} : { dimensions: options.dimensions }),
@@ -70,6 +70,14 @@ function upstreamModel(
         .catch((error: unknown) => {
           throw inContext(error, name);
         });
+      // Dimensions not measured (a relayed /embeddings call): the vectors held to each other.
+      const wanted = options.dimensions ?? (dimensions > 0 ? dimensions : (result.vectors[0]?.length ?? 0));
+      if (wanted === 0 && result.vectors.length > 0) {
+        throw new AppError({
+          code: 'upstream_error',
+          message: `Embedding model '${name}': the provider returned an empty vector`,
+        });
+      }
       const wrong = result.vectors.find((v) => v.length !== wanted);
       if (wrong !== undefined) {
         // Another provider of the same name, or the same one serving another model now: the vectors
@@ -104,6 +112,8 @@ function upstreamModel(
 export function createUpstreamEmbeddings(deps: UpstreamEmbeddingsDeps): UpstreamEmbeddings {
   // A failed probe is forgotten, so the next creation asks again.
   const probed = new Map<string, Promise<number>>();
+  /** Dimensions measured so far, for a model found without measuring. */
+  const measured = new Map<string, number>();
   const dimensionsOf = (backend: EmbeddingBackend): Promise<number> => {
     const target = deps.target(backend.model);
     let dimensions = probed.get(target);
@@ -111,7 +121,10 @@ export function createUpstreamEmbeddings(deps: UpstreamEmbeddingsDeps): Upstream
       dimensions = backend.embed([PROBE]).then(
         ({ vectors }) => {
           const length = vectors[0]?.length ?? 0;
-          if (length > 0) return length;
+          if (length > 0) {
+            measured.set(target, length);
+            return length;
+          }
           probed.delete(target);
           throw new AppError({
             code: 'upstream_error',
@@ -128,16 +141,17 @@ export function createUpstreamEmbeddings(deps: UpstreamEmbeddingsDeps): Upstream
     return dimensions;
   };
 
-  const build = async (name: string, dimensions?: number): Promise<EmbeddingModel | undefined> => {
+  const build = async (name: string, dimensions?: number, measure = true): Promise<EmbeddingModel | undefined> => {
     const target = deps.target(name);
     const backend = await deps.backends(target);
     if (backend === undefined) return undefined;
     const provider = (await deps.providerOf(target)) ?? 'upstream';
-    return upstreamModel(backend, provider, dimensions ?? (await dimensionsOf(backend)), deps.usage);
+    const known = dimensions ?? (measure ? await dimensionsOf(backend) : (measured.get(target) ?? 0));
+    return upstreamModel(backend, provider, known, deps.usage);
   };
 
   return {
-    find: (name) => build(name),
+    find: (name, measure = true) => build(name, undefined, measure),
     forCollection: (name, dimensions) => build(name, dimensions),
     unlisted: deps.unlisted,
   };

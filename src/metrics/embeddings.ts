@@ -32,7 +32,7 @@ export function countEmbeddings(registry: EmbeddingRegistry, metrics: Pick<Metri
     resolution.ok ? { ...resolution, model: wrap(resolution.model) } : resolution;
   return {
     ...registry,
-    resolve: async (name) => counting(await registry.resolve(name)),
+    resolve: async (name, options) => counting(await registry.resolve(name, options)),
     forCollection: async (collection) => counting(await registry.forCollection(collection)),
     withUpstream: (upstream) => countEmbeddings(registry.withUpstream(upstream), metrics),
   };
