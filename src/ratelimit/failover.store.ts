@@ -4,6 +4,10 @@ import type { LimitWindow, RateLimitStore } from './ratelimit.ts';
 
 export type RedisFailureMode = 'local' | 'closed';
 
+const PROBE_INTERVAL_MS = 1_000;
+const PROBE_SUBJECT = 'ragport:store-probe';
+const PROBE_WINDOWS: readonly LimitWindow[] = [{ name: 'minute', seconds: 60, limit: 1, kind: 'rate' }];
+
 /**
  * Wraps the shared store. When it fails, `local` keeps serving with per-instance limits (each
  * instance enforces the full limit on its own traffic), `closed` refuses requests with 503.
@@ -16,19 +20,36 @@ export function withFailover(
   logger: Logger,
 ): RateLimitStore {
   let degradedSince: number | null = null;
+  let probing: NodeJS.Timeout | undefined;
+
+  const recovered = () => {
+    if (degradedSince === null) return;
+    logger.warn({ store: shared.name }, 'rate-limit store recovered');
+    degradedSince = null;
+    clearInterval(probing);
+    probing = undefined;
+  };
+  // While degraded the store is asked again every second, requests or not: recovery seen only by
+  // a request left /readyz failing for good behind a load balancer that sends none to an instance
+  // not ready (with RATE_LIMIT_REDIS_FAILURE=closed, 40 s and counting after Redis was back).
+  const probe = () => {
+    shared
+      .peek(PROBE_SUBJECT, PROBE_WINDOWS, Date.now())
+      .then(recovered)
+      .catch(() => undefined);
+  };
 
   const attempt = async <T>(op: (store: RateLimitStore) => Promise<T>): Promise<T> => {
     try {
       const result = await op(shared);
-      if (degradedSince !== null) {
-        logger.warn({ store: shared.name }, 'rate-limit store recovered');
-        degradedSince = null;
-      }
+      recovered();
       return result;
     } catch (error) {
       if (degradedSince === null) {
         degradedSince = Date.now();
         logger.error({ err: error, store: shared.name, mode }, 'rate-limit store unavailable');
+        probing ??= setInterval(probe, PROBE_INTERVAL_MS);
+        probing.unref();
       }
       if (mode === 'closed') {
         throw new AppError({ code: 'service_unavailable', message: 'Rate limiting is unavailable', cause: error });
@@ -51,6 +72,7 @@ export function withFailover(
       return { ok: false, detail: `${state.detail}; ${fallback}` };
     },
     close: async () => {
+      clearInterval(probing);
       await Promise.all([shared.close(), local.close()]);
     },
   };

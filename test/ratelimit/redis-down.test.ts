@@ -1,8 +1,10 @@
+import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logging.ts';
 import { createLimiter } from '../../src/ratelimit/create.ts';
 import { startTestApp } from '../support/app.ts';
 import { openTestDatabase, type TestDatabase } from '../support/database.ts';
+import { until } from '../support/poll.ts';
 
 // Nothing listens on port 1: the store never connects.
 const deadRedis = 'redis://127.0.0.1:1';
@@ -64,6 +66,51 @@ describe('Redis unreachable', () => {
     } finally {
       await t.close();
       await limiter.close();
+    }
+  });
+});
+
+describe('Redis that comes back', () => {
+  it('is seen back without a request: readiness returns on its own', async () => {
+    // A Redis of its own, paused (SIGSTOP): its connection stays up while commands time out.
+    // Before, only a request that got through cleared the failure: behind a load balancer that
+    // sends nothing to an instance not ready, /readyz stayed 503 (closed mode) for good.
+    const port = 20_000 + Math.floor(Math.random() * 20_000);
+    const redis = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      {
+        stdio: 'ignore',
+      },
+    );
+    const limiter = await createLimiter({
+      redisUrl: `redis://127.0.0.1:${port}`,
+      redisFailureMode: 'closed',
+      logger: createLogger('silent'),
+    });
+    const t = await startTestApp({ database: db.database, limiter, config: { redisFailureMode: 'closed' } });
+    try {
+      await until('Redis to be ready', async () =>
+        (await fetch(`${t.url}/readyz`)).status === 200 ? true : undefined,
+      );
+      redis.kill('SIGSTOP');
+      expect((await t.request('/api/v1/keys')).status).toBe(503);
+      expect((await fetch(`${t.url}/readyz`)).status).toBe(503);
+      redis.kill('SIGCONT');
+      // No request but readiness polls from here on.
+      await until(
+        '/readyz to be 200 again',
+        async () => ((await fetch(`${t.url}/readyz`)).status === 200 ? true : undefined),
+        {
+          timeoutMs: 10_000,
+        },
+      );
+      expect((await t.request('/api/v1/keys')).status).toBe(200);
+    } finally {
+      redis.kill('SIGCONT');
+      await t.close();
+      await limiter.close();
+      redis.kill('SIGKILL');
     }
   });
 });
