@@ -43,13 +43,22 @@ export function createChatService({
 }: ChatServiceDeps) {
   return {
     async chat(principal: Principal, chatbotId: string, body: ChatBody, signal?: AbortSignal): Promise<ChatResponse> {
-      let bot = await chatbots.requireChatbot(principal, chatbotId);
+      // The message's place among those to its conversation is taken as it arrives, before the
+      // round trips below, which on a pool may finish out of order.
+      const place = body.conversation_id == null ? undefined : locks.enqueue(body.conversation_id);
+      let bot;
       let existing;
-      if (body.conversation_id != null) {
-        existing = await conversations.find(body.conversation_id);
-        if (existing?.chatbotId !== bot.id) throw notFound('Conversation not found');
+      try {
+        bot = await chatbots.requireChatbot(principal, chatbotId);
+        if (body.conversation_id != null) {
+          existing = await conversations.find(body.conversation_id);
+          if (existing?.chatbotId !== bot.id) throw notFound('Conversation not found');
+        }
+      } catch (error) {
+        place?.cancel();
+        throw error;
       }
-      let lock: HeldLock | undefined = existing === undefined ? undefined : await locks.acquire(existing.id, signal);
+      let lock: HeldLock | undefined = place === undefined ? undefined : await place.acquire(signal);
       // The message's time is when its turn begins, after the turns it waited for, so the stored
       // times follow the stored order.
       const receivedAt = new Date(clock());

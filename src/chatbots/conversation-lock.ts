@@ -15,6 +15,12 @@ export interface LockSettings {
 
 export const defaultLockSettings: LockSettings = { leaseMs: 30_000, waitMs: 120_000, minPollMs: 20, maxPollMs: 250 };
 
+/** A message's place in its conversation's queue (see `enqueue`). */
+export interface QueuedTurn {
+  acquire(signal?: AbortSignal): Promise<HeldLock>;
+  cancel(): void;
+}
+
 export interface HeldLock {
   token: string;
   /** Stops renewing the lease (saving the turn releases it). */
@@ -78,40 +84,56 @@ export function createConversationLocks(deps: {
     }
   };
 
-  return {
-    async acquire(conversationId: string, signal?: AbortSignal): Promise<HeldLock> {
-      const deadline = Date.now() + settings.waitMs;
-      const before = queues.get(conversationId) ?? Promise.resolve();
-      let passOn!: () => void;
-      const mine = new Promise<void>((resolve) => (passOn = resolve));
-      queues.set(conversationId, mine);
-      void mine.then(() => {
-        if (queues.get(conversationId) === mine) queues.delete(conversationId);
-      });
-      try {
-        await waitFor(before, deadline, signal);
-        const lock = await takeLease(conversationId, deadline, signal);
-        return {
-          ...lock,
-          stopRenewing: () => {
-            lock.stopRenewing();
-            // The turn is being saved: the next message may start polling.
-            passOn();
-          },
-          release: async () => {
-            try {
-              await lock.release();
-            } finally {
+  /**
+   * Takes a message's place in its conversation's queue, synchronously: called as the request
+   * arrives, before any database round trip (on a pool those finish out of order, and messages
+   * 5–30 ms apart were answered out of order in 7 of 20 runs). `acquire` waits for the place's
+   * turn and the lease; `cancel` gives the place up (the message was refused before waiting).
+   */
+  const enqueue = (conversationId: string): QueuedTurn => {
+    const deadline = Date.now() + settings.waitMs;
+    const before = queues.get(conversationId) ?? Promise.resolve();
+    let passOn!: () => void;
+    const mine = new Promise<void>((resolve) => (passOn = resolve));
+    queues.set(conversationId, mine);
+    void mine.then(() => {
+      if (queues.get(conversationId) === mine) queues.delete(conversationId);
+    });
+    // This message gives up; the next one keeps its place after the one before.
+    const giveUp = () => void before.then(passOn);
+    return {
+      cancel: giveUp,
+      async acquire(signal?: AbortSignal): Promise<HeldLock> {
+        try {
+          await waitFor(before, deadline, signal);
+          const lock = await takeLease(conversationId, deadline, signal);
+          return {
+            ...lock,
+            stopRenewing: () => {
+              lock.stopRenewing();
+              // The turn is being saved: the next message may start polling.
               passOn();
-            }
-          },
-        };
-      } catch (error) {
-        // This message gives up; the next one keeps its place after the one before.
-        void before.then(passOn);
-        throw error;
-      }
-    },
+            },
+            release: async () => {
+              try {
+                await lock.release();
+              } finally {
+                passOn();
+              }
+            },
+          };
+        } catch (error) {
+          giveUp();
+          throw error;
+        }
+      },
+    };
+  };
+
+  return {
+    enqueue,
+    acquire: (conversationId: string, signal?: AbortSignal): Promise<HeldLock> =>
+      enqueue(conversationId).acquire(signal),
   };
 
   /** Polls for the conversation's lease until `deadline`; renews it every third of its length once taken. */

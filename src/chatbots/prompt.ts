@@ -72,7 +72,7 @@ const contextIntro =
 const delimiter = /<\/?\s*context\s*>/gi;
 const withoutDelimiters = (text: string) => {
   let rest = text;
-  for (let before = ''; before !== rest; ) {
+  for (let before = ''; before !== rest;) {
     before = rest;
     rest = rest.replace(delimiter, '');
   }

@@ -333,6 +333,31 @@ describe('concurrent messages to one conversation', () => {
     expect(stored.map((m) => m.content)).toEqual(['first', ...messages]);
   });
 
+  it('messages a few milliseconds apart keep their order: the place is taken before any database round trip', async () => {
+    // On a PostgreSQL pool the two lookups before the queue finished out of order: messages 5–30 ms
+    // apart were stored out of order in 7 of 20 runs.
+    const bot = await createChatbot(h.t, { memory_length: 100 });
+    const { conversation_id } = await say(h.t, bot.id, 'first');
+    for (let round = 0; round < 3; round++) {
+      await h.t.database.db.execute(
+        sql`update conversations set lock_token = 'elsewhere', locked_until = now() + interval '1 minute' where id = ${conversation_id}`,
+      );
+      const messages = Array.from({ length: 8 }, (_, i) => `r${round}m${i}`);
+      const pending = [];
+      for (const m of messages) {
+        pending.push(say(h.t, bot.id, m, conversation_id));
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await h.t.database.db.execute(
+        sql`update conversations set lock_token = null, locked_until = null where id = ${conversation_id}`,
+      );
+      await Promise.all(pending);
+      const stored = (await conversation(conversation_id)).messages.filter((m) => m.role === 'user');
+      expect(stored.slice(-8).map((m) => m.content)).toEqual(messages);
+    }
+  });
+
   it('takes the message as sent: leading and trailing white space reach the model and the record', async () => {
     const bot = await createChatbot(h.t);
     const code = '    if x:\n        return 1\n';
