@@ -10,6 +10,7 @@ import { createChatService } from './chat.service.ts';
 import { createChatbotsRepository } from './chatbots.repository.ts';
 import { chatbotsRoutes } from './chatbots.routes.ts';
 import { createChatbotsService } from './chatbots.service.ts';
+import { knownContextWindow } from './context-windows.ts';
 import { createConversationLocks } from './conversation-lock.ts';
 import { createConversationsRepository } from './conversations.repository.ts';
 import { createCompletionsService } from './completions.service.ts';
@@ -50,8 +51,16 @@ export function createChatbotsModule(deps: ChatbotsDeps) {
     retrieval: deps.retrieval,
     quota: deps.quota,
     repo,
-    contextWindow: (model) =>
-      windows[model] ?? windows[gatewayConfig.aliases[model] ?? model] ?? deps.config.defaultContextWindow,
+    contextWindow: (model) => {
+      const target = gatewayConfig.aliases[model] ?? model;
+      return (
+        windows[model] ??
+        windows[target] ??
+        knownContextWindow(target) ??
+        knownContextWindow(model) ??
+        deps.config.defaultContextWindow
+      );
+    },
     logger,
   });
   const sampling = createSampling();

@@ -119,7 +119,19 @@ export function createTurns({ retrieval, quota, repo, contextWindow, logger }: T
         },
         counter,
       );
-      if (prompt.droppedMessages > 0 || prompt.droppedSources > 0) {
+      if (sources !== undefined && sources.length > 0 && prompt.droppedSources === sources.length) {
+        // The model is told no sources are available: worth saying why, once per turn.
+        logger.warn(
+          {
+            chatbot_id: bot.id,
+            model: bot.model,
+            window,
+            max_tokens: turn.maxTokens,
+            dropped_sources: prompt.droppedSources,
+          },
+          'chatbot sources left out: none fits the context window less max_tokens (set the model in context_windows of RAGPORT_CONFIG, or lower max_tokens)',
+        );
+      } else if (prompt.droppedMessages > 0 || prompt.droppedSources > 0) {
         logger.debug(
           {
             chatbot_id: bot.id,
