@@ -53,5 +53,11 @@ export function createKeyFromFlags(flags: Flags): CreateKeyBody {
   if (!parsed.success) {
     throw new Error(parsed.error.issues.map((i) => `${flagOf(i.path)}: ${i.message}`).join('\n'));
   }
+  // Checked here, before the database is opened (or created), as the service would after.
+  if (parsed.data.tier !== 'enterprise' && parsed.data.rate_limits !== undefined) {
+    throw new Error(
+      `--requests-per-minute, --requests-per-hour and --requests-per-day can only be set with --tier enterprise; the ${parsed.data.tier} tier has fixed limits`,
+    );
+  }
   return parsed.data;
 }

@@ -77,6 +77,23 @@ describe('npm run keys', { timeout: 180_000 }, () => {
     await expect(
       keys('create', '--name', 'x', '--scopes', 'read', '--tier', 'enterprise', '--requests-per-minute', 'abc'),
     ).rejects.toMatchObject({ code: 1, stderr: expect.stringMatching(/^--requests-per-minute: /) });
+    // Limits of a fixed tier are refused before a database is opened: none is created for it.
+    const fresh = mkdtempSync(path.join(tmpdir(), 'ragport-cli-fresh-'));
+    try {
+      await expect(
+        run(process.execPath, [cli, 'create', '--name', 'x', '--scopes', 'read', '--requests-per-minute', '5'], {
+          env: { ...process.env, DATA_DIR: fresh, DATABASE_URL: '' },
+        }),
+      ).rejects.toMatchObject({
+        code: 1,
+        stderr: expect.stringContaining(
+          '--requests-per-minute, --requests-per-hour and --requests-per-day can only be set with --tier enterprise',
+        ),
+      });
+      expect(readdirSync(fresh)).toEqual([]);
+    } finally {
+      rmSync(fresh, { recursive: true, force: true });
+    }
   });
 
   it('takes a date alone for --expires-at, as its first moment in UTC', async () => {
