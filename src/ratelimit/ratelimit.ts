@@ -90,15 +90,16 @@ export function outcomeFrom(
 export type RateLimitHeaders = Record<'x-ratelimit-limit' | 'x-ratelimit-remaining' | 'x-ratelimit-reset', string>;
 
 /**
- * The rate window a client should watch: when blocked, the exhausted one that resets last
- * (nothing passes before it resets); otherwise the one with the fewest requests left. A key
- * with no rate window (enterprise without `rate_limits`, the bootstrap admin key) reports its
- * daily request quota, which is always counted (unbounded when no quota is set): every
- * authenticated answer carries the headers, as the contract has it.
+ * The window a client should watch: when blocked, the exhausted one that resets last (nothing
+ * passes before it resets); otherwise the one with the fewest requests left, as the contract
+ * says, the daily request quota included. A key with no rate window (enterprise without
+ * `rate_limits`, the bootstrap admin key) reports its daily request quota, which is always
+ * counted (unbounded when no quota is set): every authenticated answer carries the headers.
+ * Before, a quota was reported only without rate windows: a key refused by its daily quota was
+ * told `Limit 60, Remaining 58` of its minute.
  */
 export function decisiveWindow(outcome: LimitOutcome): WindowState | undefined {
-  const limited = outcome.windows.filter((w) => w.kind === 'rate');
-  const rate = limited.length > 0 ? limited : outcome.windows;
+  const rate = outcome.windows;
   const exhausted = rate.filter((w) => w.remaining === 0 && !outcome.allowed);
   if (exhausted.length > 0) return exhausted.reduce((a, b) => (b.resetAt > a.resetAt ? b : a));
   return rate.reduce<WindowState | undefined>(

@@ -186,6 +186,19 @@ describe.each(Object.keys(stores))('rate limits with the %s store', (storeName) 
     });
   });
 
+  it('a daily request quota with fewer requests left than the rate windows is the window the headers report', async () => {
+    startOfMinute();
+    const k = await t.createKey({ name: 'q-std', scopes: ['admin'], tier: 'standard', quota: { requests_per_day: 3 } });
+    const nextDay = Math.floor(clock() / 86_400_000 + 1) * 86_400;
+    const first = await t.request('/api/v1/keys', { key: k.key });
+    expect(limitHeaders(first)).toEqual({ limit: '3', remaining: '2', reset: String(nextDay) });
+    for (let i = 0; i < 2; i++) await t.request('/api/v1/keys', { key: k.key });
+    // Before, the refusal said `Limit 60, Remaining 57` of the minute while the day was over.
+    const refused = await t.request('/api/v1/keys', { key: k.key });
+    expect(refused.status).toBe(403);
+    expect(limitHeaders(refused)).toEqual({ limit: '3', remaining: '0', reset: String(nextDay) });
+  });
+
   it('unauthenticated requests are limited per address before any key lookup', async () => {
     startOfMinute();
     const address = `10.${Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}`;
