@@ -130,7 +130,10 @@ export function createRegistry({ config, createProvider, clock, logger }: Regist
         continue;
       }
       const stale = state.loadedAt === null || now - state.loadedAt >= state.config.models_cache_ttl_ms;
-      const mayTry = state.triedAt === null || now - state.triedAt >= DISCOVERY_RETRY_MS;
+      // The retry interval holds back a provider whose last attempt failed, not one refreshed
+      // as its `models_cache_ttl_ms` says (a ttl under 15 s waited 15 s all the same).
+      const failedLast = state.triedAt !== null && (state.loadedAt === null || state.loadedAt < state.triedAt);
+      const mayTry = !failedLast || now - (state.triedAt ?? 0) >= DISCOVERY_RETRY_MS;
       if (!stale || !mayTry) continue;
       const refreshing = refresh(state);
       if (state.loadedAt === null) waits.push(refreshing);

@@ -41,3 +41,50 @@ describe('provider order', () => {
     expect(firsts.heavy / firsts.light).toBeLessThan(3.8);
   });
 });
+
+describe('model discovery', () => {
+  it('refreshes as often as models_cache_ttl_ms says, under 15 s too; after a failure, retries every 15 s', async () => {
+    let now = Date.UTC(2026, 10, 28);
+    let listed = ['m1'];
+    let failing = false;
+    let calls = 0;
+    const provider: ChatProvider = {
+      ...stub('disc'),
+      listModels: () => {
+        calls += 1;
+        return failing
+          ? Promise.reject(new Error('down'))
+          : Promise.resolve(listed.map((id) => ({ id, object: 'model' as const, created: 0, owned_by: 'x' })));
+      },
+    };
+    const registry = createRegistry({
+      config: gatewayConfigFrom({
+        providers: [{ name: 'disc', base_url: 'http://127.0.0.1:1/v1', models_cache_ttl_ms: 5_000 }],
+      }),
+      createProvider: () => provider,
+      clock: () => now,
+      logger: pino({ level: 'silent' }),
+    });
+    const served = async () => {
+      await registry.candidates('m1', 'chat'); // refreshes a stale list in the background
+      await new Promise((resolve) => setImmediate(resolve));
+      return (await registry.candidates('m2', 'chat')).length > 0;
+    };
+    expect(await served()).toBe(false);
+    listed = ['m1', 'm2'];
+    now += 5_000;
+    // Before, the list waited for 15 s whatever the ttl.
+    expect(await served()).toBe(true);
+    expect(calls).toBe(2);
+    failing = true;
+    now += 5_000;
+    await served();
+    expect(calls).toBe(3);
+    now += 5_000;
+    await served();
+    expect(calls).toBe(3); // a failed refresh is retried after 15 s, not at every request
+    now += 10_000;
+    await served();
+    expect(calls).toBe(4);
+  });
+});
