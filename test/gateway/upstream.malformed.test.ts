@@ -197,6 +197,31 @@ describe('streams that end or misbehave after their first event', () => {
     });
   });
 
+  it('the same error in a plain 200 answer means what it means in a stream: a 400 here, not retried', async () => {
+    const blamed = {
+      error: {
+        message: "This model's maximum context length is 8192 tokens",
+        type: 'invalid_request_error',
+        code: 'context_length_exceeded',
+        param: 'messages',
+      },
+    };
+    // Before, 502 `sent an invalid response` (no choices), retried, where the stream gave the 400.
+    mock.inject({ kind: 'body', contentType: 'application/json', body: JSON.stringify(blamed) }, 2);
+    const response = await chat();
+    expect(response.status).toBe(400);
+    expect(await response.json()).toEqual(blamed);
+    expect(calls()).toBe(1);
+    mock.reset();
+    const server = { error: { message: 'The server had an error', code: 'server_error' } };
+    mock.inject({ kind: 'body', contentType: 'application/json', body: JSON.stringify(server) }, 2);
+    const failed = await chat();
+    expect(failed.status).toBe(502);
+    expect(((await failed.json()) as { error: { message: string } }).error.message).toBe(
+      'Provider mock reported an error: The server had an error',
+    );
+  });
+
   it('an event that is JSON but not an object (null, an array, a number) is a malformed event', async () => {
     for (const odd of ['null', '[1,2]', '42']) {
       mock.reset();

@@ -161,8 +161,12 @@ export function createOpenAICompatibleProvider(config: ResolvedProvider): ChatPr
 
     async complete(params, signal) {
       const response = await call('POST', '/chat/completions', JSON.stringify(params), signal);
-      const { text, value } = await readJson<ChatCompletion>(response.body, signal);
-      if (!Array.isArray(value.choices)) throw protocolFailure('response has no choices');
+      const { text, value } = await readJson<ChatCompletion & { error?: unknown }>(response.body, signal);
+      if (!Array.isArray(value.choices)) {
+        // An error in a 200 (some proxies answer so) means what the same error in a stream does.
+        if (isObject(value.error)) throw inBandFailure(name, value.error);
+        throw protocolFailure('response has no choices');
+      }
       return { body: text, completion: value };
     },
 
