@@ -41,8 +41,10 @@ export async function startMetricsServer(options: {
       res.writeHead(status, { 'content-type': type, ...headers });
       res.end(body);
     };
-    if (req.method === 'GET' && path === '/healthz') return send(200, 'application/json', '{"status":"ok"}');
-    if (req.method !== 'GET' || path !== '/metrics' || token === undefined) {
+    // HEAD as GET, as on the main port (Node leaves the body out).
+    const reading = req.method === 'GET' || req.method === 'HEAD';
+    if (reading && path === '/healthz') return send(200, 'application/json', '{"status":"ok"}');
+    if (!reading || path !== '/metrics' || token === undefined) {
       return send(404, 'application/json', JSON.stringify(renderError(notFound('Not found'), 'structured')));
     }
     if (!scrapeAuthorized(req.headers.authorization, token)) {

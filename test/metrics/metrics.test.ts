@@ -244,6 +244,13 @@ describe('the metrics port (METRICS_PORT, the standalone worker)', () => {
       ).toBe(1);
       expect(await (await fetch(`${base}/healthz`)).json()).toEqual({ status: 'ok' });
       expect((await fetch(`${base}/api/v1/keys`)).status).toBe(404);
+      // HEAD as on the main port: the status and headers, no body (it was a 404 here).
+      const head = await fetch(`${base}/metrics`, { method: 'HEAD', headers: { authorization: `Bearer ${token}` } });
+      expect(head.status).toBe(200);
+      expect(head.headers.get('content-type')).toBe(metrics.contentType);
+      expect(await head.text()).toBe('');
+      expect((await fetch(`${base}/healthz`, { method: 'HEAD' })).status).toBe(200);
+      expect((await fetch(`${base}/metrics`, { method: 'POST' })).status).toBe(404);
     } finally {
       await server.close();
     }
