@@ -166,7 +166,12 @@ export function installErrorHandling(app: FastifyInstance): void {
             message: `Request body is too large: at most ${limit.toLocaleString('en-US')} bytes`,
           })
         : toAppError(error);
-    if (statusOf(appError) >= 500) request.log.error({ err: error }, 'request failed');
+    const status = statusOf(appError);
+    // A 503 ragport decided on (not configured, shutting down, not ready yet) is a state, not a
+    // fault: one warning line, no stack (each webhook call without WEBHOOK_SIGNING_KEY logged one).
+    if (status === 503 && error instanceof AppError && error.cause === undefined) {
+      request.log.warn({ code: appError.code, reason: appError.message }, 'request refused: service unavailable');
+    } else if (status >= 500) request.log.error({ err: error }, 'request failed');
     if (appError.headers) void reply.headers(appError.headers);
     const body = renderError(appError, familyOf(request));
     // An upstream's code is outside our enum, so the documented schema would refuse it: sent as is.

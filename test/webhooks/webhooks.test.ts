@@ -279,6 +279,17 @@ describe('webhooks', () => {
       });
       expect(r.status).toBe(503);
       expect(JSON.stringify(await r.json())).toContain('WEBHOOK_SIGNING_KEY');
+      // A state the operator chose, not a fault: one warning saying why, no error with a stack.
+      const logged = plain.logs.filter(
+        (l) => l.msg === 'request refused: service unavailable' || l.msg === 'request failed',
+      );
+      expect(logged).toEqual([
+        expect.objectContaining({
+          level: 40,
+          code: 'service_unavailable',
+          reason: expect.stringContaining('WEBHOOK_SIGNING_KEY'),
+        }),
+      ]);
     } finally {
       await plain.close();
     }
