@@ -6,7 +6,7 @@ export type RedisFailureMode = 'local' | 'closed';
 
 const PROBE_INTERVAL_MS = 1_000;
 const PROBE_SUBJECT = 'ragport:store-probe';
-const PROBE_WINDOWS: readonly LimitWindow[] = [{ name: 'minute', seconds: 60, limit: 1, kind: 'rate' }];
+const PROBE_WINDOWS: readonly LimitWindow[] = [{ name: 'minute', seconds: 60, limit: 2 ** 31, kind: 'rate' }];
 
 /**
  * Wraps the shared store. When it fails, `local` keeps serving with per-instance limits (each
@@ -32,9 +32,11 @@ export function withFailover(
   // While degraded the store is asked again every second, requests or not: recovery seen only by
   // a request left /readyz failing for good behind a load balancer that sends none to an instance
   // not ready (with RATE_LIMIT_REDIS_FAILURE=closed, 40 s and counting after Redis was back).
+  // A count, not a read: a Redis that answers reads but refuses writes (out of memory, a replica
+  // after a failover) refuses every request, and a read had it reported ready.
   const probe = () => {
     shared
-      .peek(PROBE_SUBJECT, PROBE_WINDOWS, Date.now())
+      .consume(PROBE_SUBJECT, PROBE_WINDOWS, Date.now())
       .then(recovered)
       .catch(() => undefined);
   };
@@ -69,7 +71,9 @@ export function withFailover(
       const state = shared.health();
       if (state.ok && degradedSince === null) return state;
       const fallback = mode === 'local' ? 'limits enforced per instance' : 'requests refused';
-      return { ok: false, detail: `${state.detail}; ${fallback}` };
+      // Connected but failing (commands time out or are refused): say so, not just "ready".
+      const why = state.ok ? `${state.detail}, but its commands fail` : state.detail;
+      return { ok: false, detail: `${why}; ${fallback}` };
     },
     close: async () => {
       clearInterval(probing);

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logging.ts';
 import { createLimiter } from '../../src/ratelimit/create.ts';
@@ -106,6 +107,26 @@ describe('Redis that comes back', () => {
         },
       );
       expect((await t.request('/api/v1/keys')).status).toBe(200);
+
+      // A Redis that answers reads but refuses writes (out of memory): not ready while it does.
+      const admin = new Redis(`redis://127.0.0.1:${port}`);
+      try {
+        await admin.config('SET', 'maxmemory-policy', 'noeviction');
+        await admin.config('SET', 'maxmemory', '1');
+        expect((await t.request('/api/v1/keys')).status).toBe(503);
+        await new Promise((resolve) => setTimeout(resolve, 2_500));
+        const short = await fetch(`${t.url}/readyz`);
+        expect(short.status).toBe(503);
+        expect(JSON.stringify(await short.json())).toContain('but its commands fail; requests refused');
+        await admin.config('SET', 'maxmemory', '0');
+        await until(
+          '/readyz to be 200 once writes are taken',
+          async () => ((await fetch(`${t.url}/readyz`)).status === 200 ? true : undefined),
+          { timeoutMs: 10_000 },
+        );
+      } finally {
+        admin.disconnect();
+      }
     } finally {
       redis.kill('SIGCONT');
       await t.close();
