@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { AuthOutcome, Clock, KeysService } from '../keys/keys.service.ts';
 import { hasScope, type Principal } from '../keys/principal.ts';
-import { addressSubject, keySubject, unauthenticatedWindows, windowsFor } from '../ratelimit/policy.ts';
+import { addressSubject, clientAddress, keySubject, unauthenticatedWindows, windowsFor } from '../ratelimit/policy.ts';
 import {
   blockingWindow,
   decisiveWindow,
@@ -78,11 +78,12 @@ export function installAuth(app: FastifyInstance, deps: AuthDeps): void {
 
   const refuseUnauthenticated = async (request: FastifyRequest, reply: FastifyReply, message: string) => {
     const now = clock();
-    const outcome = await limiter.consume(addressSubject(request.ip), addressWindows, now);
+    const address = clientAddress(request.ip);
+    const outcome = await limiter.consume(addressSubject(address), addressWindows, now);
     applyHeaders(reply, outcome);
     if (!outcome.allowed) {
       const until = (blockingWindow(outcome)?.resetAt ?? 0) * 1000;
-      if (block(request.ip, until)) limiter.refusals?.announce(addressSubject(request.ip), until);
+      if (block(address, until)) limiter.refusals?.announce(addressSubject(address), until);
       throw tooMany(outcome, now);
     }
     throw new AppError({ code: 'invalid_api_key', message });
@@ -108,17 +109,18 @@ export function installAuth(app: FastifyInstance, deps: AuthDeps): void {
    * against the address, 429 once over) when the secret names none.
    */
   const authenticate = async (request: FastifyRequest, reply: FastifyReply, secret: string) => {
-    const blockedUntil = blockedAddresses.get(request.ip);
+    const address = clientAddress(request.ip);
+    const blockedUntil = blockedAddresses.get(address);
     if (blockedUntil !== undefined) {
       const now = clock();
       if (blockedUntil > now) {
-        const outcome = await limiter.peek(addressSubject(request.ip), addressWindows, now);
+        const outcome = await limiter.peek(addressSubject(address), addressWindows, now);
         if (!outcome.allowed) {
           applyHeaders(reply, outcome);
           throw tooMany(outcome, now);
         }
       }
-      blockedAddresses.delete(request.ip);
+      blockedAddresses.delete(address);
     }
 
     const auth = await keys.authenticate(secret);

@@ -236,4 +236,33 @@ describe.each(Object.keys(stores))('rate limits with the %s store', (storeName) 
     expect(statuses.slice(0, 60).every((status) => status === 401)).toBe(true);
     expect(statuses[60]).toBe(429);
   });
+
+  it('an IPv6 client is counted by its /64, and an address by one spelling (mapped, case, port)', async () => {
+    startOfMinute();
+    const net = Math.floor(Math.random() * 0xffff).toString(16);
+    // Each full address in one /64 was a fresh budget: 65 guesses, 65 401s.
+    const v6 = [];
+    for (let i = 0; i < 61; i++) {
+      const headers = { 'x-forwarded-for': `2001:db8:${net}:7::${(i + 1).toString(16)}` };
+      v6.push((await t.request('/api/v1/keys', { key: `rpk_${'E'.repeat(40)}`, headers })).status);
+    }
+    expect(v6.slice(0, 60).every((status) => status === 401)).toBe(true);
+    expect(v6[60]).toBe(429);
+    // Another /64 is another client.
+    const other = await t.request('/api/v1/keys', {
+      key: `rpk_${'E'.repeat(40)}`,
+      headers: { 'x-forwarded-for': `2001:db8:${net}:8::1` },
+    });
+    expect(other.status).toBe(401);
+
+    startOfMinute();
+    const v4 = `13.${Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}.7`;
+    const spellings = [v4, `::ffff:${v4}`, `${v4}:5000`, `::FFFF:${v4}`];
+    const mixed = [];
+    for (let i = 0; i < 61; i++) {
+      const headers = { 'x-forwarded-for': spellings[i % spellings.length] as string };
+      mixed.push((await t.request('/api/v1/keys', { key: `rpk_${'F'.repeat(40)}`, headers })).status);
+    }
+    expect(mixed[60]).toBe(429);
+  });
 });
