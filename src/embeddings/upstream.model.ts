@@ -110,35 +110,38 @@ function upstreamModel(
  * collections, ingestion and search never ask where a vector comes from.
  */
 export function createUpstreamEmbeddings(deps: UpstreamEmbeddingsDeps): UpstreamEmbeddings {
-  // A failed probe is forgotten, so the next creation asks again.
-  const probed = new Map<string, Promise<number>>();
-  /** Dimensions measured so far, for a model found without measuring. */
-  const measured = new Map<string, number>();
-  const dimensionsOf = (backend: EmbeddingBackend): Promise<number> => {
+  // Per target, its dimensions once measured, or the probe under way. A failed probe is
+  // forgotten, so the next creation asks again.
+  const dimensionsByTarget = new Map<string, number | Promise<number>>();
+  const dimensionsOf = async (backend: EmbeddingBackend): Promise<number> => {
     const target = deps.target(backend.model);
-    let dimensions = probed.get(target);
-    if (dimensions === undefined) {
-      dimensions = backend.embed([PROBE]).then(
-        ({ vectors }) => {
-          const length = vectors[0]?.length ?? 0;
-          if (length > 0) {
-            measured.set(target, length);
-            return length;
-          }
-          probed.delete(target);
-          throw new AppError({
-            code: 'upstream_error',
-            message: `Embedding model '${backend.model}': the provider returned an empty vector`,
-          });
-        },
-        (error: unknown) => {
-          probed.delete(target);
-          throw inContext(error, backend.model);
-        },
-      );
-      probed.set(target, dimensions);
-    }
-    return dimensions;
+    const known = dimensionsByTarget.get(target);
+    if (known !== undefined) return known;
+    const probe = backend.embed([PROBE]).then(
+      ({ vectors }) => {
+        const length = vectors[0]?.length ?? 0;
+        if (length > 0) {
+          dimensionsByTarget.set(target, length);
+          return length;
+        }
+        dimensionsByTarget.delete(target);
+        throw new AppError({
+          code: 'upstream_error',
+          message: `Embedding model '${backend.model}': the provider returned an empty vector`,
+        });
+      },
+      (error: unknown) => {
+        dimensionsByTarget.delete(target);
+        throw inContext(error, backend.model);
+      },
+    );
+    dimensionsByTarget.set(target, probe);
+    return probe;
+  };
+  /** Dimensions measured so far, 0 for a model not (yet) measured: a model found without measuring. */
+  const measuredDimensions = (target: string): number => {
+    const known = dimensionsByTarget.get(target);
+    return typeof known === 'number' ? known : 0;
   };
 
   const build = async (name: string, dimensions?: number, measure = true): Promise<EmbeddingModel | undefined> => {
@@ -146,7 +149,7 @@ export function createUpstreamEmbeddings(deps: UpstreamEmbeddingsDeps): Upstream
     const backend = await deps.backends(target);
     if (backend === undefined) return undefined;
     const provider = (await deps.providerOf(target)) ?? 'upstream';
-    const known = dimensions ?? (measure ? await dimensionsOf(backend) : (measured.get(target) ?? 0));
+    const known = dimensions ?? (measure ? await dimensionsOf(backend) : measuredDimensions(target));
     return upstreamModel(backend, provider, known, deps.usage);
   };
 

@@ -109,9 +109,10 @@ export function installAuth(app: FastifyInstance, deps: AuthDeps): void {
    * against the address, 429 once over) when the secret names none.
    */
   const authenticate = async (request: FastifyRequest, reply: FastifyReply, secret: string) => {
-    const address = clientAddress(request.ip);
-    const blockedUntil = blockedAddresses.get(address);
-    if (blockedUntil !== undefined) {
+    // The address is worked out only while some address is blocked: not on every request.
+    const address = blockedAddresses.size > 0 ? clientAddress(request.ip) : undefined;
+    const blockedUntil = address === undefined ? undefined : blockedAddresses.get(address);
+    if (address !== undefined && blockedUntil !== undefined) {
       const now = clock();
       if (blockedUntil > now) {
         const outcome = await limiter.peek(addressSubject(address), addressWindows, now);
