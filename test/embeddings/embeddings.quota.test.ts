@@ -1,22 +1,17 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from '../../src/db/orm.ts';
-import { startTestApp, type TestApp } from '../support/app.ts';
-import { startMockUpstream, type MockUpstream } from '../support/mock-upstream.ts';
+import { startAppOnUpstreamEmbeddings, type TestApp } from '../support/app.ts';
+import type { MockUpstream } from '../support/mock-upstream.ts';
 
 // quota.tokens_per_month holds on /embeddings as on chat (docs/gateway.md): checked before the
 // model runs, once the tokens this month reach the quota; local and upstream models alike.
 let upstream: MockUpstream;
 let t: TestApp;
+let close: () => Promise<void>;
 beforeAll(async () => {
-  upstream = await startMockUpstream({ models: ['mock-embed'], embeddingDimensions: 4 });
-  t = await startTestApp({
-    gateway: { providers: [{ name: 'up', base_url: upstream.url, models: [], embedding_models: ['mock-embed'] }] },
-  });
+  ({ t, upstream, close } = await startAppOnUpstreamEmbeddings('up', 'mock-embed', 4));
 });
-afterAll(async () => {
-  await t.close();
-  await upstream.close();
-});
+afterAll(() => close());
 beforeEach(() => {
   upstream.reset();
 });

@@ -1,22 +1,17 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { startTestApp, type TestApp } from '../support/app.ts';
-import { startMockUpstream, type MockUpstream } from '../support/mock-upstream.ts';
+import { startAppOnUpstreamEmbeddings, type TestApp } from '../support/app.ts';
+import type { MockUpstream } from '../support/mock-upstream.ts';
 
 // /embeddings relays vectors: it needs no dimensions measured first. The probe that measured them
 // carried none of the client's fields, so a provider that requires one (NVIDIA NIM's asymmetric
 // models want input_type) refused every call, the client's own never sent.
 let upstream: MockUpstream;
 let t: TestApp;
+let close: () => Promise<void>;
 beforeAll(async () => {
-  upstream = await startMockUpstream({ models: ['asym-embed'], embeddingDimensions: 6 });
-  t = await startTestApp({
-    gateway: { providers: [{ name: 'nim', base_url: upstream.url, models: [], embedding_models: ['asym-embed'] }] },
-  });
+  ({ t, upstream, close } = await startAppOnUpstreamEmbeddings('nim', 'asym-embed', 6));
 });
-afterAll(async () => {
-  await t.close();
-  await upstream.close();
-});
+afterAll(() => close());
 
 const embeddingCalls = () => upstream.requests.filter((r) => r.path === '/v1/embeddings').map((r) => r.body);
 

@@ -12,6 +12,7 @@ import type { RateLimitStore } from '../../src/ratelimit/ratelimit.ts';
 import { openTestDatabase, type TestDatabase } from './database.ts';
 import { call, type CallInit } from './http.ts';
 import { testEmbeddings } from './embeddings.ts';
+import { startMockUpstream, type MockUpstream } from './mock-upstream.ts';
 
 export interface TestAppOptions {
   database?: Database;
@@ -105,6 +106,30 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       await closing;
       if (!options.limiter) await limiter.close();
       await owned?.close();
+    },
+  };
+}
+
+/**
+ * A test app whose gateway has one provider, `provider`, serving `model` as an embedding model
+ * (and no chat model) from a mock upstream that answers vectors of `dimensions`; `close` stops
+ * both.
+ */
+export async function startAppOnUpstreamEmbeddings(
+  provider: string,
+  model: string,
+  dimensions: number,
+): Promise<{ t: TestApp; upstream: MockUpstream; close: () => Promise<void> }> {
+  const upstream = await startMockUpstream({ models: [model], embeddingDimensions: dimensions });
+  const t = await startTestApp({
+    gateway: { providers: [{ name: provider, base_url: upstream.url, models: [], embedding_models: [model] }] },
+  });
+  return {
+    t,
+    upstream,
+    close: async () => {
+      await t.close();
+      await upstream.close();
     },
   };
 }
