@@ -5,8 +5,8 @@ import type { ConversationRow } from '../db/schema/conversations.ts';
 import type { MessageRow, StoredSource } from '../db/schema/messages.ts';
 import { AppError, notFound } from '../errors.ts';
 import { rerankModelNotFound } from '../gateway/rerank.ts';
-import { canUseCollection, hasScope, type Principal } from '../keys/principal.ts';
-import type { ChatbotPatch, ChatbotsRepository } from './chatbots.repository.ts';
+import { canUseCollection, coversCollections, hasScope, type Principal } from '../keys/principal.ts';
+import type { ChatbotPatch, ChatbotsRepository, OwnedChatbotRow } from './chatbots.repository.ts';
 import type { ChatbotRecord, ConversationDetail, CreateChatbotBody, UpdateChatbotBody } from './chatbots.schemas.ts';
 import type { ConversationsRepository } from './conversations.repository.ts';
 import { systemPromptOf } from './prompt.ts';
@@ -88,10 +88,16 @@ function columnsOf(body: UpdateChatbotBody): ChatbotPatch {
  * Whether a key sees a chatbot: its own, or any for an admin key, as long as the chatbot's
  * collection is one the key may use. A restricted admin that saw others' chatbots over hidden
  * collections would learn their names, and read their conversations, whose sources quote them.
+ * A chatbot over no collection it sees when its owner key is one it manages (restricted to some
+ * of its collections): otherwise one tenant's admin read and changed every other tenant's
+ * chatbots without retrieval, and their conversations.
  */
-const visibleTo = (principal: Principal, row: ChatbotRow): boolean =>
+const visibleTo = (principal: Principal, row: OwnedChatbotRow): boolean =>
   row.ownerKeyId === principal.keyId ||
-  (hasScope(principal, 'admin') && (row.ragCollection === null || canUseCollection(principal, row.ragCollection)));
+  (hasScope(principal, 'admin') &&
+    (row.ragCollection === null
+      ? coversCollections(principal, row.ownerCollections)
+      : canUseCollection(principal, row.ragCollection)));
 
 /**
  * What a stored conversation may show a key restricted to collections: the sources of collections

@@ -13,7 +13,7 @@ import type * as DrizzlePgCore from 'drizzle-orm/pg-core';
 const requireCjs = createRequire(import.meta.url);
 
 const orm = requireCjs('drizzle-orm') as typeof DrizzleOrm;
-export const { and, asc, count, desc, eq, gte, inArray, isNull, lt, or, sql } = orm;
+export const { and, asc, count, desc, eq, getTableColumns, gte, inArray, isNull, lt, or, sql } = orm;
 
 const pgCore = requireCjs('drizzle-orm/pg-core') as typeof DrizzlePgCore;
 export const {

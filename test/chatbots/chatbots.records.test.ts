@@ -6,12 +6,12 @@ import { createChatbot, say, sendChat, startChatbotHarness, type ChatbotHarness 
 let h: ChatbotHarness;
 let owner: { id: string; key: string };
 let other: { id: string; key: string };
+const scopes = ['read', 'write', 'delete', 'chat'];
 
 beforeAll(async () => {
   h = await startChatbotHarness();
   await createCollection(h.t, 'kb');
   await createCollection(h.t, 'secret');
-  const scopes = ['read', 'write', 'delete', 'chat'];
   owner = await h.t.createKey({ name: 'owner', scopes, collections: ['kb'] });
   other = await h.t.createKey({ name: 'other', scopes });
 });
@@ -25,6 +25,27 @@ const create = (json: Record<string, unknown>, key?: string) =>
     json,
     ...(key === undefined ? {} : { key }),
   });
+/** Every chatbot route answers `key` about chatbot `id` exactly as about one that does not exist. */
+async function expectHidden(id: string, key: string, change: Record<string, unknown>) {
+  const attempts = {
+    get: get(id, key),
+    put: put(id, change, key),
+    delete: h.t.request(`/api/v1/chatbot/${id}`, { method: 'DELETE', key }),
+    conversations: h.t.request(`/api/v1/chatbot/${id}/conversations`, { key }),
+    chat: sendChat(h.t, id, { message: 'hi' }, key),
+  };
+  for (const [name, pending] of Object.entries(attempts)) {
+    const response = await pending;
+    expect({ status: response.status, body: await response.json() }, `${name} ${id}`).toEqual({
+      status: 404,
+      body: { error: 'Chatbot not found' },
+    });
+  }
+}
+
+const list = async (key?: string) =>
+  ((await (await h.t.request('/api/v1/chatbot/list', key ? { key } : {})).json()) as { chatbots: ChatbotRecord[] })
+    .chatbots;
 const get = (id: string, key?: string) => h.t.request(`/api/v1/chatbot/${id}`, key === undefined ? {} : { key });
 const put = (id: string, json: Record<string, unknown>, key?: string) =>
   h.t.request(`/api/v1/chatbot/${id}`, { method: 'PUT', json, ...(key === undefined ? {} : { key }) });
@@ -159,9 +180,6 @@ describe('ownership', () => {
     const theirs = await createChatbot(h.t, { name: 'theirs' }, other.key);
     const conversation = await say(h.t, mine.id, 'hello', undefined, owner.key);
 
-    const list = async (key?: string) =>
-      ((await (await h.t.request('/api/v1/chatbot/list', key ? { key } : {})).json()) as { chatbots: ChatbotRecord[] })
-        .chatbots;
     expect((await list(owner.key)).map((b) => b.id)).toContain(mine.id);
     expect((await list(owner.key)).map((b) => b.id)).not.toContain(theirs.id);
     expect((await list(other.key)).map((b) => b.id)).toEqual([theirs.id]);
@@ -207,28 +225,17 @@ describe('ownership', () => {
     const conversation = await say(h.t, hidden.id, 'hello', undefined, other.key);
     const admin = await h.t.createKey({ name: 'narrow-admin', scopes: ['admin'], collections: ['kb'] });
 
-    const listed = (await (await h.t.request('/api/v1/chatbot/list', { key: admin.key })).json()) as {
-      chatbots: ChatbotRecord[];
-    };
-    const ids = listed.chatbots.map((b) => b.id);
-    expect(ids).toEqual(expect.arrayContaining([visible.id, plain.id]));
+    const listed = await list(admin.key);
+    const ids = listed.map((b) => b.id);
+    expect(ids).toContain(visible.id);
     expect(ids).not.toContain(hidden.id);
+    // Over no collection, but its owner is unrestricted: not a key this admin manages.
+    expect(ids).not.toContain(plain.id);
     expect(JSON.stringify(listed)).not.toContain('secret');
 
     // Exactly as a chatbot that does not exist.
-    const notFound = { status: 404, body: { error: 'Chatbot not found' } };
-    const attempts = {
-      get: get(hidden.id, admin.key),
-      put: put(hidden.id, { rag_collection: 'kb' }, admin.key),
-      delete: h.t.request(`/api/v1/chatbot/${hidden.id}`, { method: 'DELETE', key: admin.key }),
-      conversations: h.t.request(`/api/v1/chatbot/${hidden.id}/conversations`, { key: admin.key }),
-      chat: sendChat(h.t, hidden.id, { message: 'hi' }, admin.key),
-      missing: get('bot_missing', admin.key),
-    };
-    for (const [name, pending] of Object.entries(attempts)) {
-      const response = await pending;
-      expect({ status: response.status, body: await response.json() }, name).toEqual(notFound);
-    }
+    await expectHidden(hidden.id, admin.key, { rag_collection: 'kb' });
+    await expectHidden('bot_missing', admin.key, {});
     const read = await h.t.request(`/api/v1/chatbot/conversations/${conversation.conversation_id}`, {
       key: admin.key,
     });
@@ -249,9 +256,42 @@ describe('ownership', () => {
     // Untouched, and still there for its owner and an unrestricted admin.
     expect(await (await get(hidden.id, other.key)).json()).toMatchObject({ name: 'hidden', rag_collection: 'secret' });
     expect((await get(hidden.id)).status).toBe(200);
-    // Chatbots over its collections, or over none, it sees and uses like any admin.
+    // Chatbots over its collections it sees and uses like any admin.
     expect((await get(visible.id, admin.key)).status).toBe(200);
-    expect((await put(plain.id, { name: 'renamed' }, admin.key)).status).toBe(200);
+    expect((await put(visible.id, { name: 'renamed' }, admin.key)).status).toBe(200);
+  });
+
+  it("a restricted admin sees others' chatbots over no collection only when it manages their owner key", async () => {
+    // Two tenants: each an admin and a chat key restricted to the tenant's collection.
+    const tenantAdmin = await h.t.createKey({ name: 'a-admin', scopes: ['admin'], collections: ['kb'] });
+    const tenantKey = await h.t.createKey({ name: 'a-chat', scopes, collections: ['kb'] });
+    const foreignKey = await h.t.createKey({ name: 'b-chat', scopes, collections: ['secret'] });
+    const ours = await createChatbot(h.t, { name: 'ours' }, tenantKey.key);
+    const theirs = await createChatbot(h.t, { name: 'theirs', system_prompt: 'B internal rules' }, foreignKey.key);
+    const unrestricted = await createChatbot(h.t, { name: 'unrestricted' }, other.key);
+    const conversation = await say(h.t, theirs.id, 'my account number is 1234', undefined, foreignKey.key);
+
+    const listed = await list(tenantAdmin.key);
+    const ids = listed.map((b) => b.id);
+    expect(ids).toContain(ours.id);
+    expect(ids).not.toContain(theirs.id);
+    expect(ids).not.toContain(unrestricted.id);
+    expect(JSON.stringify(listed)).not.toContain('B internal rules');
+
+    for (const id of [theirs.id, unrestricted.id]) {
+      await expectHidden(id, tenantAdmin.key, { system_prompt: 'leak everything' });
+    }
+    const read = await h.t.request(`/api/v1/chatbot/conversations/${conversation.conversation_id}`, {
+      key: tenantAdmin.key,
+    });
+    expect(read.status).toBe(404);
+
+    // Its own tenant's chatbot it manages; the others are untouched for their owners and an
+    // unrestricted admin.
+    expect((await put(ours.id, { name: 'ours-renamed' }, tenantAdmin.key)).status).toBe(200);
+    expect(await (await get(theirs.id, foreignKey.key)).json()).toMatchObject({ system_prompt: 'B internal rules' });
+    expect((await get(theirs.id)).status).toBe(200);
+    expect((await get(unrestricted.id)).status).toBe(200);
   });
 
   it('deleting a chatbot deletes its conversations', async () => {
