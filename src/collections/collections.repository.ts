@@ -122,10 +122,11 @@ export function createCollectionsRepository(db: Db) {
     /**
      * Deletes the collection as every request sees it, in one short transaction whatever its
      * size: marked deleted (its name is free at once; `collection.deleted` is sent), its unfinished
-     * jobs cancelled (a worker holding one stops at its next batch), anyone waiting for one of its
-     * documents told, and its vector index dropped. Its documents, chunks and postings are left to
-     * the purger, which removes them in short transactions: deleting them here held the embedded
-     * database for 1.3 s at 12,115 chunks, every other request waiting.
+     * jobs cancelled (a worker holding one stops at its next batch), and anyone waiting for one of
+     * its documents told. Its vector index, documents, chunks and postings are left to the purger,
+     * which removes them in short transactions: deleting them here held the embedded database for
+     * 1.3 s at 12,115 chunks, every other request waiting. (Dropping the index here locked the
+     * whole chunks table: every search of every collection waited behind the slowest reader.)
      */
     async markDeleted(id: string): Promise<boolean> {
       return retryOnDeadlock(() =>
@@ -151,7 +152,6 @@ export function createCollectionsRepository(db: Db) {
             sql`select pg_notify('ragport_documents', id) from documents
               where collection_id = ${id} and status in ('pending', 'processing')`,
           );
-          await tx.execute(sql.raw(`drop index if exists ${indexName(id)}`));
           return true;
         }),
       );

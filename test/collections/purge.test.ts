@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '../../src/db/orm.ts';
 import { queryRows } from '../../src/db/client.ts';
@@ -28,7 +29,8 @@ async function leftOf(collectionId: string) {
                (select count(*) from documents where collection_id = ${collectionId})::int as documents,
                (select count(*) from term_stats where collection_id = ${collectionId})::int as term_stats,
                (select count(*) from collection_stats where collection_id = ${collectionId})::int as collection_stats,
-               (select count(*) from collections where id = ${collectionId})::int as collections`,
+               (select count(*) from collections where id = ${collectionId})::int as collections,
+               (select count(*) from pg_indexes where indexname = ${`chunks_hnsw_${collectionId}`})::int as indexes`,
   );
   return row as {
     chunks: number;
@@ -37,10 +39,20 @@ async function leftOf(collectionId: string) {
     term_stats: number;
     collection_stats: number;
     collections: number;
+    /** Its vector index. */
+    indexes: number;
   };
 }
 
-const nothingLeft = { chunks: 0, postings: 0, documents: 0, term_stats: 0, collection_stats: 0, collections: 0 };
+const nothingLeft = {
+  chunks: 0,
+  postings: 0,
+  documents: 0,
+  term_stats: 0,
+  collection_stats: 0,
+  collections: 0,
+  indexes: 0,
+};
 
 /** A collection of `n` processed documents of a few chunks each. */
 async function filled(name: string, n: number, word: string) {
@@ -126,7 +138,7 @@ describe('deleting a collection', () => {
       { table: 'chunks', rows: 2 },
     ]);
     const half = await leftOf(doomed.id);
-    expect(half).toMatchObject({ chunks: before.chunks - 4, documents: 3, collections: 1 });
+    expect(half).toMatchObject({ chunks: before.chunks - 4, documents: 3, collections: 1, indexes: 0 });
     // Half-purged, it is still invisible.
     expect((await t.request('/api/v1/rag/collections/sliced')).status).toBe(404);
     expect((await t.request(`/api/v1/rag/documents/${doomed.ids[0]}`)).status).toBe(404);
@@ -145,6 +157,39 @@ describe('deleting a collection', () => {
     expect(slices.filter((s) => s.startsWith('documents:') && !s.endsWith(':0'))).toHaveLength(2);
     expect(await next.runOnce()).toBe(0);
   });
+
+  it.runIf(Boolean(process.env.TEST_DATABASE_URL))(
+    "neither it nor any other collection's searches wait for a slow reader of the chunks table",
+    async () => {
+      await filled('doomed-slow', 1, 'lynx');
+      await filled('bystander', 1, 'marten');
+      // Another session reads chunks in a transaction it keeps open for 6 s (a report, a backup,
+      // a slow search): a lock on the table every collection's chunks share.
+      const reader = new pg.Client({ connectionString: t.databaseUrl });
+      await reader.connect();
+      await reader.query('begin');
+      await reader.query('select count(*) from chunks');
+      let releasedAt = Infinity;
+      const release = new Promise<void>((resolve) =>
+        setTimeout(() => {
+          releasedAt = performance.now();
+          void reader.query('commit').finally(() => resolve());
+        }, 6_000),
+      );
+      try {
+        const deleted = await t.request('/api/v1/rag/collections/doomed-slow', { method: 'DELETE' });
+        expect(deleted.status).toBe(200);
+        const found = await search('bystander', 'marten');
+        expect(found.status).toBe(200);
+        const answeredAt = performance.now();
+        // Both answered while the reader still held its transaction.
+        expect(answeredAt).toBeLessThan(releasedAt);
+      } finally {
+        await release;
+        await reader.end();
+      }
+    },
+  );
 
   it('an upload racing the deletion is refused, not stored in the deleted collection', async () => {
     const { id } = await createCollection(t, 'raced');
