@@ -4,6 +4,9 @@ import { timed } from '../db/slicing.ts';
 import type { IngestionStage } from '../db/schema/documents.ts';
 import { createIndexRepository, type IndexedChunk } from '../retrieval/index.repository.ts';
 
+/** Why a job ended before its worker finished it, when not by losing its lease. */
+export type JobEnd = 'cancelled' | 'deleted';
+
 export interface ClaimedJob {
   jobId: string;
   documentId: string;
@@ -31,6 +34,10 @@ export type EmbeddedChunk = IndexedChunk;
 /** The job is still this worker's to finish (not lost, cancelled or superseded). */
 const holds = (job: ClaimedJob, workerId: string) =>
   sql`exists (select 1 from ingestion_jobs where id = ${job.jobId} and lease_owner = ${workerId} and status = 'running')`;
+
+/** A job not held any more, by its row: gone with its document, cancelled, or claimed again. */
+const endedBy = (status: string | null): JobEnd | 'lost' =>
+  status === null ? 'deleted' : status === 'cancelled' ? 'cancelled' : 'lost';
 
 /** A document no longer being worked on shows no progress. */
 const noProgress = sql`stage = null, chunks_embedded = null, chunks_total = null`;
@@ -155,13 +162,27 @@ export function createJobsRepository(db: Db, { slicing = COMMIT_SLICING }: { sli
       return rows.length;
     },
 
-    async heartbeat(jobId: string, workerId: string, leaseMs: number): Promise<boolean> {
-      const rows = await queryRows(
+    /**
+     * Renews the lease: `held`, or why the job is not this worker's any more: `lost` (its lease
+     * expired and the job was claimed again or failed), `cancelled` (cancelled, superseded by a
+     * replace, or its collection deleted) or `deleted` (its document deleted).
+     */
+    async heartbeat(jobId: string, workerId: string, leaseMs: number): Promise<'held' | JobEnd | 'lost'> {
+      const [row] = await queryRows<{ held: boolean; status: string | null }>(
         db,
-        sql`update ingestion_jobs set lease_expires_at = now() + ${leaseMs} * interval '1 millisecond'
-            where id = ${jobId} and lease_owner = ${workerId} and status = 'running' returning id`,
+        sql`with renewed as (
+              update ingestion_jobs set lease_expires_at = now() + ${leaseMs} * interval '1 millisecond'
+              where id = ${jobId} and lease_owner = ${workerId} and status = 'running' returning id)
+            select exists (select 1 from renewed) as held,
+                   (select status from ingestion_jobs where id = ${jobId}) as status`,
       );
-      return rows.length > 0;
+      return row?.held === true ? 'held' : endedBy(row?.status ?? null);
+    },
+
+    /** Why a job this worker no longer holds ended (see `heartbeat`). */
+    async ending(jobId: string): Promise<JobEnd | 'lost'> {
+      const [row] = await queryRows<{ status: string }>(db, sql`select status from ingestion_jobs where id = ${jobId}`);
+      return endedBy(row?.status ?? null);
     },
 
     async document(job: ClaimedJob): Promise<JobDocument | undefined> {

@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { termFrequencies } from '../retrieval/analyzer.ts';
 import { chunkText, type ChunkingOptions } from './chunker.ts';
 import { documentTitle, withTitle } from './title.ts';
-import type { ClaimedJob, JobsRepository } from './jobs.repository.ts';
+import type { ClaimedJob, JobEnd, JobsRepository } from './jobs.repository.ts';
 import type { Spawner } from '../processes/spawner.ts';
 import { createParsePool } from './parse-pool.ts';
 import type { OcrSettings } from './parsers/ocr.ts';
@@ -63,8 +63,20 @@ export interface IngestionWorker {
 }
 
 class LeaseLost extends Error {}
-/** The job was cancelled or superseded by a replace: the worker stops and writes nothing. */
-class JobEnded extends Error {}
+/**
+ * The job was cancelled, superseded by a replace, or its document or collection deleted: the
+ * worker stops and writes nothing.
+ */
+class JobEnded extends Error {
+  readonly outcome: JobEnd;
+  constructor(outcome: JobEnd) {
+    super(`job ${outcome}`);
+    this.outcome = outcome;
+  }
+}
+/** Why the signal stopped the job: the heartbeat says whether it ended or its lease was lost. */
+const stopReason = (signal: AbortSignal): Error =>
+  signal.reason instanceof JobEnded ? signal.reason : new LeaseLost();
 
 /** A readable, storable message: a database error's own words rather than the query that failed. */
 function describe(error: unknown): string {
@@ -132,6 +144,12 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
   const embedBatch = Math.max(1, deps.embedBatch ?? 32);
   const reportEveryMs = deps.reportEveryMs ?? 250;
 
+  /** What stops a job this worker found it no longer holds. */
+  const notHeld = async (job: ClaimedJob): Promise<Error> => {
+    const ending = await jobs.ending(job.jobId);
+    return ending === 'lost' ? new LeaseLost() : new JobEnded(ending);
+  };
+
   const process = async (job: ClaimedJob, signal: AbortSignal): Promise<JobOutcome> => {
     const doc = await jobs.document(job);
     if (!doc) return 'deleted'; // Deleted meanwhile: the job went with it.
@@ -141,9 +159,9 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
      */
     let reportedAt = performance.now();
     const report = async (stage: IngestionStage, counts?: { embedded: number; total: number }) => {
-      if (signal.aborted) throw new LeaseLost();
+      if (signal.aborted) throw stopReason(signal);
       if (performance.now() - reportedAt < reportEveryMs) return;
-      if (!(await jobs.progress(job, id, stage, counts))) throw new JobEnded();
+      if (!(await jobs.progress(job, id, stage, counts))) throw await notHeld(job);
       reportedAt = performance.now();
     };
     const resolved = await embeddings.forCollection({
@@ -187,10 +205,9 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
       // A document of thousands of chunks must not hold the event loop while its terms are counted.
       if (i % 64 === 63) await yieldToLoop();
     }
-    // Not held any more: a lost lease aborts the signal (the heartbeat saw it); otherwise the job
-    // was cancelled or superseded since the last progress write.
+    // Not held any more: the heartbeat may have said why already.
     const completed = await jobs.complete(job, id, model.name, embedded, signal, warning);
-    if (!completed) throw signal.aborted ? new LeaseLost() : new JobEnded();
+    if (!completed) throw signal.aborted ? stopReason(signal) : await notHeld(job);
     log.info({ document_id: doc.id, chunks: chunks.length, attempt: job.attempts }, 'document processed');
     // The version it replaced, hidden from searches already, removed a slice at a time; what a
     // failure leaves, the purger finishes.
@@ -215,11 +232,13 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
   const runJob = async (job: ClaimedJob) => {
     const controller = new AbortController();
     inFlight.add(controller);
-    // Keep the lease while working; losing it means another worker owns the job now.
+    // Keep the lease while working. Not held any more: another worker owns the job now (its
+    // lease expired), or it was cancelled or deleted, which is no worker's loss.
     const heartbeat = setInterval(() => {
       jobs.heartbeat(job.jobId, id, leaseMs).then(
-        (held) => {
-          if (!held) controller.abort(new LeaseLost());
+        (state) => {
+          if (state === 'lost') controller.abort(new LeaseLost());
+          else if (state !== 'held') controller.abort(new JobEnded(state));
         },
         (error: unknown) => log.warn({ err: error, job_id: job.jobId }, 'heartbeat failed'),
       );
@@ -229,9 +248,15 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
     try {
       outcome = await process(job, controller.signal);
     } catch (error) {
-      if (error instanceof JobEnded) {
-        outcome = 'cancelled';
-        log.info({ job_id: job.jobId, document_id: job.documentId }, 'job stopped: cancelled or superseded');
+      // The signal's reason, not the error it made: an aborted parse or embedding call throws
+      // its own.
+      const ended = error instanceof JobEnded ? error : controller.signal.reason;
+      if (ended instanceof JobEnded) {
+        outcome = ended.outcome;
+        log.info(
+          { job_id: job.jobId, document_id: job.documentId },
+          outcome === 'deleted' ? 'job stopped: document deleted' : 'job stopped: cancelled or superseded',
+        );
         return;
       }
       if (error instanceof LeaseLost || controller.signal.aborted) {
