@@ -250,7 +250,7 @@ export function createIngestionWorker(deps: IngestionWorkerDeps): IngestionWorke
     } catch (error) {
       // The signal's reason, not the error it made: an aborted parse or embedding call throws
       // its own.
-      const ended = error instanceof JobEnded ? error : controller.signal.reason;
+      const ended: unknown = error instanceof JobEnded ? error : controller.signal.reason;
       if (ended instanceof JobEnded) {
         outcome = ended.outcome;
         log.info(
