@@ -19,6 +19,9 @@ export interface BackupService {
   take(): Promise<Backup>;
 }
 
+/** How often a backup that could not end is ended again. */
+const END_RETRY_MS = 30_000;
+
 /**
  * Online backups of the embedded database (`GET /api/v1/backup`): PostgreSQL's base backup, in
  * PGlite's session — backup mode begun (a checkpoint), the data directory archived as the client
@@ -30,6 +33,20 @@ export interface BackupService {
 export function createBackupService(deps: { database: Database; logger: Logger; clock: Clock }): BackupService {
   const { database, logger, clock } = deps;
   let underway = false;
+  // A backup that could not end (its statements refused, say) keeps backup mode and the log it
+  // held, which grows until it ends: tried again until it does, or until the next backup begins
+  // (which ends whatever a previous one left, in the same session).
+  let retry: NodeJS.Timeout | undefined;
+  const endLater = (end: () => Promise<void>) => {
+    retry = setTimeout(() => {
+      retry = undefined;
+      end().then(
+        () => logger.info('the database left backup mode'),
+        () => endLater(end),
+      );
+    }, END_RETRY_MS);
+    retry.unref();
+  };
   return {
     take: async () => {
       if (database.beginBackup === undefined)
@@ -43,6 +60,8 @@ export function createBackupService(deps: { database: Database; logger: Logger; 
       if (underway)
         throw new AppError({ code: 'conflict', message: 'A backup is being taken; ask again once it has been read' });
       underway = true;
+      clearTimeout(retry);
+      retry = undefined;
       const begun = new Date(clock());
       let backup;
       try {
@@ -52,7 +71,10 @@ export function createBackupService(deps: { database: Database; logger: Logger; 
         throw error;
       }
       const { end, heldMs } = backup;
-      const stream = archiveDataDir(backup.dataDir, end);
+      // Backup mode ends once the data files are in; the log it needs is kept until the archive
+      // holds it too (read whole or not): a checkpoint meanwhile recycled segments a slow
+      // download had not reached yet, and its archive, complete to the client, did not restore.
+      const stream = archiveDataDir(backup.dataDir, backup.stop);
       // Read whole, abandoned by its client, or failed: backup mode ends (if the archive has not
       // ended it already), and the next may begin. At its last byte, not at the stream's 'close'
       // (what `finished` waits for): that comes after the archive's thread has been terminated,
@@ -63,7 +85,10 @@ export function createBackupService(deps: { database: Database; logger: Logger; 
         settled = true;
         const fields = { held_ms: Math.round(heldMs), seconds: (clock() - begun.getTime()) / 1_000 };
         void end()
-          .catch((endError: unknown) => logger.error({ err: endError }, 'the database could not leave backup mode'))
+          .catch((endError: unknown) => {
+            logger.error({ err: endError }, 'the database could not leave backup mode; trying again every 30 s');
+            endLater(end);
+          })
           .finally(() => (underway = false));
         if (error) logger.warn({ ...fields, err: error }, 'backup not read whole');
         else logger.info(fields, 'backup read');

@@ -9,7 +9,7 @@ import { listen } from './notifications.ts';
 import { sql } from './orm.ts';
 import { drizzleNodePg, drizzlePglite, migrateNodePg, migratePglite } from './orm-drivers.ts';
 import { knownMigrations, migrateKnown, recordedMigrations } from './migrations.ts';
-import { mayWrite, openShortage, parameterBytes, watchDisk } from './disk-guard.ts';
+import { givesSpaceBack, mayWrite, openShortage, parameterBytes, watchDisk } from './disk-guard.ts';
 import { startPgliteThread, type RemoteQueryable, type WaitListener } from './pglite-remote.ts';
 import * as schema from './schema/index.ts';
 
@@ -42,10 +42,10 @@ export interface Database {
   /**
    * The embedded database with a data directory only: puts it in backup mode (PostgreSQL's
    * `pg_backup_start`, a checkpoint; a replication slot keeps the write-ahead log meanwhile) and
-   * answers its directory, whose files may then be read while it runs; `end` (once, however often
-   * called) leaves backup mode and answers the backup label, to be stored with the files and the
-   * log written meanwhile. `heldMs`: how long `pg_backup_start` took (its turn for the session, then
-   * its checkpoint, while other statements wait).
+   * answers its directory, whose files may then be read while it runs; `stop` leaves backup mode
+   * and answers the backup label, to be stored with the files and the log written meanwhile;
+   * `end`, once the archive holds that log, lets it go. `heldMs`: how long `pg_backup_start` took
+   * (its turn for the session, then its checkpoint, while other statements wait).
    */
   beginBackup?(): Promise<OnlineBackup>;
   close(): Promise<void>;
@@ -54,7 +54,13 @@ export interface Database {
 export interface OnlineBackup {
   dataDir: string;
   heldMs: number;
-  end: () => Promise<string>;
+  /** Leaves backup mode (once) and answers the backup label. */
+  stop: () => Promise<string>;
+  /**
+   * Leaves backup mode if not yet, then gives up the write-ahead log kept for the backup (once):
+   * only after the archive holds the log, which a checkpoint would otherwise recycle meanwhile.
+   */
+  end: () => Promise<void>;
 }
 
 export interface Subscription {
@@ -120,7 +126,8 @@ export async function openPglite(dir?: string, options: PgliteOptions = {}): Pro
   // Below a floor it does not open: say what is wrong instead of PGlite's failure. Between that
   // floor and the margin it opens, writes refused, so the data can be read and space freed (a
   // start refused at the margin could never recover on a volume holding only ragport).
-  const tooLittle = dir === undefined ? undefined : openShortage(dir, Math.min(minFreeBytes, OPEN_FLOOR_BYTES));
+  const openFloor = Math.min(minFreeBytes, OPEN_FLOOR_BYTES);
+  const tooLittle = dir === undefined ? undefined : openShortage(dir, openFloor);
   if (tooLittle) throw tooLittle;
   const disk = dir !== undefined && minFreeBytes > 0 ? watchDisk(dir, minFreeBytes) : undefined;
   // Migrations and the start's own fixes are small and must run for the database to open.
@@ -133,8 +140,12 @@ export async function openPglite(dir?: string, options: PgliteOptions = {}): Pro
     async (...args: A): Promise<R> => {
       if (broken) throw refusal();
       const statement = args[0];
-      if (disk !== undefined && !migrating && typeof statement === 'string' && mayWrite(statement)) {
-        const shortage = disk.shortage(parameterBytes(args[1]));
+      if (disk !== undefined && !migrating && typeof statement === 'string') {
+        const shortage = givesSpaceBack(statement)
+          ? openShortage(dir as string, openFloor)
+          : mayWrite(statement)
+            ? disk.shortage(parameterBytes(args[1]))
+            : undefined;
         if (shortage) throw shortage;
       }
       const params = args[1];
@@ -240,18 +251,26 @@ async function beginBackup(client: RemoteQueryable, dataDir: string): Promise<On
     await client.query("select pg_backup_start('ragport', true)");
   }
   const heldMs = performance.now() - started;
-  let ended: Promise<string> | undefined;
+  // Each step once, however often asked; a failed one may be asked again.
+  let label: Promise<string> | undefined;
+  let released: Promise<void> | undefined;
+  const leave = () =>
+    (label ??= stop().catch((error: unknown) => {
+      label = undefined;
+      throw error;
+    }));
   return {
     dataDir,
     heldMs,
+    stop: leave,
     end: () =>
-      (ended ??= (async () => {
-        try {
-          return await stop();
-        } finally {
-          await dropBackupSlot(client);
-        }
-      })()),
+      (released ??= (async () => {
+        await leave();
+        await dropBackupSlot(client);
+      })().catch((error: unknown) => {
+        released = undefined;
+        throw error;
+      })),
   };
 }
 

@@ -168,4 +168,43 @@ describe.skipIf(!mounted())('a full disk under the embedded database', () => {
       rmSync(filler, { force: true });
     }
   }, 240_000);
+
+  it('a backup begun above the margin ends when the disk falls below it meanwhile', async () => {
+    const env = {
+      DATA_DIR: path.join(mountPoint as string, 'data-backup'),
+      RAGPORT_ADMIN_KEY: adminKey,
+      INGESTION_CONCURRENCY: '0',
+      DATA_DIR_MIN_FREE_MB: '48',
+    };
+    const server = await startServerProcess(env);
+    running.push(server);
+    const download = await call(server.url, '/api/v1/backup');
+    expect(download.status).toBe(200);
+    const reader = (download.body as ReadableStream<Uint8Array>).getReader();
+    await reader.read();
+    // While it is read, the disk falls between the floor the database opens at (32 MB) and the
+    // margin writes keep (48 MB): backup mode must still end, and its log be let go.
+    const free = statfsSync(mountPoint as string);
+    const filler = path.join(mountPoint as string, 'filler-backup');
+    execFileSync('fallocate', ['-l', String(Number(free.bavail) * Number(free.bsize) - 40 * 2 ** 20), filler]);
+    try {
+      let bytes = 0;
+      for (let piece = await reader.read(); !piece.done; piece = await reader.read()) bytes += piece.value.length;
+      expect(bytes).toBeGreaterThan(0);
+      await waitUntil('the backup to end', async () => /"msg":"backup read"/.test(server.output()), {
+        process: server,
+      });
+      // Ended, not left holding backup mode and the log: a second backup is not told to wait,
+      // and nothing says it could not end.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(server.output()).not.toMatch(/could not leave backup mode/);
+    } finally {
+      rmSync(filler, { force: true });
+    }
+    const again = await call(server.url, '/api/v1/backup');
+    expect(again.status).toBe(200);
+    await again.arrayBuffer();
+    expect(server.output()).not.toMatch(/could not leave backup mode/);
+    expect(await server.stop('SIGTERM')).toEqual({ code: 0, signal: null });
+  }, 120_000);
 });
