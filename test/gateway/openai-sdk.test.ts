@@ -9,11 +9,14 @@ let mock: MockUpstream;
 let t: TestApp;
 let client: OpenAI;
 
+// The provider's API key: never to be seen in an answer or the log (see the end).
+const SECRET = 'sk-echo-secret-4242-abcdef';
+
 beforeAll(async () => {
-  mock = await startMockUpstream();
+  mock = await startMockUpstream({ apiKey: SECRET });
   t = await startTestApp({
     gateway: {
-      providers: [{ name: 'mock', base_url: mock.url, models: ['mock-chat'] }],
+      providers: [{ name: 'mock', base_url: mock.url, apiKey: SECRET, models: ['mock-chat'] }],
       retry: { max_retries: 0, base_delay_ms: 1, max_delay_ms: 10 },
       circuit_breaker: { failure_threshold: 1_000 },
     },
@@ -117,5 +120,38 @@ describe('the OpenAI SDK through the gateway', () => {
       type: 'invalid_request_error',
       message: expect.stringContaining("no function named 'nope'") as unknown,
     });
+  });
+});
+
+// A provider that echoes the Authorization header it refused (`Incorrect API key provided: …`):
+// its API key was written to the log in full, and relayed to the client in a 400's message.
+describe('the provider key an upstream echoes', () => {
+  const echoed = (type: string) =>
+    JSON.stringify({ error: { message: `Incorrect API key provided: Bearer ${SECRET}.`, type } });
+
+  it.each([
+    ['a 401', 401, 'authentication_error'],
+    ['a 500', 500, 'server_error'],
+    ['a 400 (relayed to the client)', 400, 'invalid_request_error'],
+  ])('the key an upstream echoes in %s is in neither the answer nor the log', async (_, status, type) => {
+    mock.inject({ kind: 'body', status, body: echoed(type) });
+    const error = (await client.chat.completions.create({ model: 'mock-chat', messages }).catch((e: unknown) => e)) as {
+      status: number;
+      message: string;
+    };
+    expect(error.status).toBeGreaterThanOrEqual(400);
+    expect(error.message).not.toContain(SECRET);
+    if (status === 400) expect(error.message).toContain('Incorrect API key provided: Bearer ***');
+    expect(t.rawLogs()).not.toContain(SECRET);
+  });
+
+  it('nor in a stream’s in-band error', async () => {
+    mock.inject({ kind: 'error-event', afterChunks: 1, message: `Incorrect API key provided: ${SECRET}` });
+    const stream = await client.chat.completions.create({ model: 'mock-chat', messages, stream: true });
+    const failure = await (async () => {
+      for await (const _ of stream) void _;
+    })().catch((e: unknown) => e as Error);
+    expect(String(failure)).not.toContain(SECRET);
+    expect(t.rawLogs()).not.toContain(SECRET);
   });
 });

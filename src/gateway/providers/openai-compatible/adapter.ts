@@ -49,10 +49,11 @@ interface RerankBody {
 /** An OpenAI-compatible upstream over undici's pool: request bodies out, upstream bytes back. */
 export function createOpenAICompatibleProvider(config: ResolvedProvider): ChatProvider {
   const name = config.name;
+  const apiKey = config.apiKey();
   const http = createUpstreamHttp({
     provider: name,
     baseUrl: config.base_url,
-    apiKey: config.apiKey(),
+    apiKey,
     timeoutMs: config.timeout_ms,
     connectTimeoutMs: config.connect_timeout_ms,
     maxConnections: config.max_connections,
@@ -63,7 +64,7 @@ export function createOpenAICompatibleProvider(config: ResolvedProvider): ChatPr
 
   const call = async (method: 'GET' | 'POST', path: string, payload: string | undefined, signal?: AbortSignal) => {
     const response = await http.request(method, path, payload, signal);
-    if (response.statusCode < 200 || response.statusCode >= 300) throw await statusFailure(name, response);
+    if (response.statusCode < 200 || response.statusCode >= 300) throw await statusFailure(name, response, apiKey);
     return response;
   };
 
@@ -97,7 +98,7 @@ export function createOpenAICompatibleProvider(config: ResolvedProvider): ChatPr
       throw protocolFailure('malformed stream event', error);
     }
     if (!isObject(chunk)) throw protocolFailure('malformed stream event: not a JSON object');
-    if (chunk.error !== undefined && chunk.error !== null) throw inBandFailure(name, chunk.error);
+    if (chunk.error !== undefined && chunk.error !== null) throw inBandFailure(name, chunk.error, apiKey);
     return { raw: oneLine(data), chunk };
   };
 
@@ -164,7 +165,7 @@ export function createOpenAICompatibleProvider(config: ResolvedProvider): ChatPr
       const { text, value } = await readJson<ChatCompletion & { error?: unknown }>(response.body, signal);
       if (!Array.isArray(value.choices)) {
         // An error in a 200 (some proxies answer so) means what the same error in a stream does.
-        if (isObject(value.error)) throw inBandFailure(name, value.error);
+        if (isObject(value.error)) throw inBandFailure(name, value.error, apiKey);
         throw protocolFailure('response has no choices');
       }
       return { body: text, completion: value };

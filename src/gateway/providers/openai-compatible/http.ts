@@ -60,6 +60,16 @@ export function errorOf(text: string): {
   return { message: text.slice(0, 1000) };
 }
 
+/**
+ * An upstream's answer without the provider's API key in it: a provider that echoes the
+ * `Authorization` header it refused (`Incorrect API key provided: Bearer sk-…`) had it written to
+ * the log in full, and relayed to the client in a 400's message.
+ */
+export function withoutSecret(text: string, secret: string | undefined): string {
+  if (secret === undefined || secret.length < 4 || !text.includes(secret)) return text;
+  return text.split(secret).join('***');
+}
+
 /** Error codes that blame the request, in in-band errors that give no HTTP status. */
 const requestErrorCodes = new Set([
   'context_length_exceeded',
@@ -75,8 +85,8 @@ const requestErrorCodes = new Set([
  * `invalid_request_error`, or a code such as `context_length_exceeded`), else none: a server
  * error, retried and failed over before the first event like a 5xx.
  */
-export function inBandFailure(provider: string, error: unknown): UpstreamFailure {
-  const { message, code, type, param } = errorOf(JSON.stringify({ error }));
+export function inBandFailure(provider: string, error: unknown, secret?: string): UpstreamFailure {
+  const { message, code, type, param } = errorOf(withoutSecret(JSON.stringify({ error }), secret));
   const numeric = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
   const status =
     typeof numeric === 'number' && Number.isInteger(numeric) && numeric >= 400 && numeric <= 599
@@ -97,8 +107,12 @@ export function inBandFailure(provider: string, error: unknown): UpstreamFailure
 }
 
 /** An upstream's non-2xx answer as a failure, keeping its own message, code, type and param. */
-export async function statusFailure(provider: string, response: Dispatcher.ResponseData): Promise<UpstreamFailure> {
-  const text = await response.body.text().catch(() => '');
+export async function statusFailure(
+  provider: string,
+  response: Dispatcher.ResponseData,
+  secret?: string,
+): Promise<UpstreamFailure> {
+  const text = withoutSecret(await response.body.text().catch(() => ''), secret);
   const { message, code, type, param } = errorOf(text);
   return new UpstreamFailure({
     kind: 'status',
