@@ -37,6 +37,14 @@ const trustProxy = z.string().transform((value, ctx): boolean | number | string[
   return z.NEVER;
 });
 
+/** A configured fusion weight: 0, or from 1e-6 to 10 (as a request's, rag-search.tool.ts). */
+const fusionWeightVar = z.coerce
+  .number()
+  .min(0)
+  .max(10)
+  .refine((w) => w === 0 || w >= 1e-6, 'a weight is 0 or at least 1e-6')
+  .optional();
+
 /** Fusion weights when none are configured, chosen per method on SciFact (README, Retrieval). */
 const DEFAULT_FUSION_WEIGHTS = {
   score: { dense: 0.625, keyword: 0.375 },
@@ -100,8 +108,8 @@ export const envSchema = z.object({
   HNSW_EF_SEARCH: z.union([z.literal('auto'), z.coerce.number().int().min(10).max(1000)]).default('auto'),
   RETRIEVAL_FUSION: z.enum(['score', 'rrf']).default('score'),
   RETRIEVAL_RRF_K: z.coerce.number().min(1).max(1000).default(60),
-  RETRIEVAL_DENSE_WEIGHT: z.coerce.number().min(0).max(10).optional(),
-  RETRIEVAL_KEYWORD_WEIGHT: z.coerce.number().min(0).max(10).optional(),
+  RETRIEVAL_DENSE_WEIGHT: fusionWeightVar,
+  RETRIEVAL_KEYWORD_WEIGHT: fusionWeightVar,
   BM25_K1: z.coerce.number().min(0).max(10).default(0.9),
   BM25_B: z.coerce.number().min(0).max(1).default(0.4),
   BM25_TERM_POSTINGS: z.coerce.number().int().min(0).default(500),

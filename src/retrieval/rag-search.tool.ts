@@ -3,6 +3,16 @@ import type { Tool } from '../tools/tool.types.ts';
 import type { RetrievalService, RetrievedChunk } from './retrieval.service.ts';
 
 const MAX_WEIGHT = 10;
+/**
+ * 0, or from 1e-6: a smaller weight is no weight, and 5e-324 made the fused score underflow in
+ * PostgreSQL (a 500 for a request the schema had accepted).
+ */
+const MIN_WEIGHT = 1e-6;
+const fusionWeight = z
+  .number()
+  .min(0)
+  .max(MAX_WEIGHT)
+  .refine((w) => w === 0 || w >= MIN_WEIGHT, `a weight is 0 or at least ${MIN_WEIGHT}`);
 const MAX_RERANK_CANDIDATES = 200;
 
 const parameters = z.object({
@@ -14,8 +24,8 @@ const parameters = z.object({
   mode: z.enum(['dense', 'keyword', 'hybrid']).default('hybrid'),
   weights: z
     .object({
-      dense: z.number().min(0).max(MAX_WEIGHT).optional(),
-      keyword: z.number().min(0).max(MAX_WEIGHT).optional(),
+      dense: fusionWeight.optional(),
+      keyword: fusionWeight.optional(),
     })
     .strict()
     .refine((w) => !(w.dense === 0 && w.keyword === 0), 'weights must not both be 0')

@@ -124,11 +124,16 @@ describe('explained scores', () => {
       { dense: 0, keyword: 0 },
       { dense: 'high' },
       { other: 1 },
+      // Too small to weigh anything: the fused score underflowed in PostgreSQL, a 500.
+      { dense: 5e-324 },
+      { keyword: 1e-300 },
     ]) {
       const r = await search({ query, weights });
       expect(r.status, JSON.stringify(weights)).toBe(400);
       expect(((await r.json()) as { error: string }).error).toMatch(/weights/);
     }
+    // The smallest weight that counts still does.
+    expect(await hits({ query, top_k: 3, weights: { dense: 1e-6, keyword: 1 } })).not.toHaveLength(0);
   });
 
   it('similarity_threshold still applies to the cosine, whatever the score', async () => {
