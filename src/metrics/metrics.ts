@@ -94,10 +94,26 @@ export function createMetrics(options: MetricsOptions) {
 
   const { queueStats } = options;
   if (queueStats) {
-    const oldest = new Gauge({
+    // One read per scrape, shared by both gauges: prom-client collects them side by side, and the
+    // age set by the other gauge's collect was the previous scrape's.
+    let reading: Promise<Awaited<ReturnType<typeof queueStats>> | undefined> | undefined;
+    const read = () =>
+      (reading ??= queueStats()
+        .catch((error: unknown) => {
+          // The series go missing for this scrape (the database is down); the scrape still answers.
+          options.onQueueError?.(error);
+          return undefined;
+        })
+        .finally(() => (reading = undefined)));
+    new Gauge({
       name: 'ragport_ingestion_queue_oldest_ready_seconds',
       help: 'Age of the oldest ingestion job waiting to be claimed (shared queue: the same on every process)',
       registers: [registry],
+      async collect() {
+        this.reset();
+        const stats = await read();
+        if (stats !== undefined) this.set(stats.oldestReadySeconds);
+      },
     });
     new Gauge({
       name: 'ragport_ingestion_queue_jobs',
@@ -106,15 +122,8 @@ export function createMetrics(options: MetricsOptions) {
       registers: [registry],
       async collect() {
         this.reset();
-        oldest.reset();
-        try {
-          const stats = await queueStats();
-          for (const [state, n] of Object.entries(stats.jobs)) this.set({ state }, n);
-          oldest.set(stats.oldestReadySeconds);
-        } catch (error) {
-          // The series go missing for this scrape (the database is down); the scrape still answers.
-          options.onQueueError?.(error);
-        }
+        const stats = await read();
+        if (stats !== undefined) for (const [state, n] of Object.entries(stats.jobs)) this.set({ state }, n);
       },
     });
   }

@@ -186,9 +186,16 @@ describe('ingestion queue depth', () => {
       });
       expect(r.status).toBe(202);
     }
+    await new Promise((resolve) => setTimeout(resolve, 1_200));
     const after = await scrape(`${t.url}/metrics`, token);
     expect(depth(after, 'ready')).toBe(2);
-    expect(metricValue(after, 'ragport_ingestion_queue_oldest_ready_seconds')).toBeGreaterThanOrEqual(0);
+    // Read in the same scrape as the depth: it said the previous scrape's age (0 here, no job
+    // then) beside this one's depth.
+    expect(metricValue(after, 'ragport_ingestion_queue_oldest_ready_seconds')).toBeGreaterThanOrEqual(1);
+    const later = await scrape(`${t.url}/metrics`, token);
+    expect(metricValue(later, 'ragport_ingestion_queue_oldest_ready_seconds')).toBeGreaterThanOrEqual(
+      metricValue(after, 'ragport_ingestion_queue_oldest_ready_seconds') as number,
+    );
   });
 });
 
