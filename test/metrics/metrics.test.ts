@@ -194,7 +194,7 @@ describe('ingestion queue depth', () => {
     expect(metricValue(after, 'ragport_ingestion_queue_oldest_ready_seconds')).toBeGreaterThanOrEqual(1);
     const later = await scrape(`${t.url}/metrics`, token);
     expect(metricValue(later, 'ragport_ingestion_queue_oldest_ready_seconds')).toBeGreaterThanOrEqual(
-      metricValue(after, 'ragport_ingestion_queue_oldest_ready_seconds') as number,
+      metricValue(after, 'ragport_ingestion_queue_oldest_ready_seconds'),
     );
   });
 });
