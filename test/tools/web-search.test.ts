@@ -1,3 +1,4 @@
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig, type WebSearchConfig } from '../../src/config.ts';
 import { stripHtml } from '../../src/tools/web-search/html.ts';
@@ -245,6 +246,33 @@ describe('web_search through the Brave Search API', () => {
     expect(results[1]?.url).toBe('https://c.example/');
     // A tree that deep overflowed the call stack: 500 Internal server error.
     expect(stripHtml(nested)).toBe('deep');
+  });
+
+  it('only the results kept are parsed, one at a time: a page of heavy markup does not hold the server', async () => {
+    // 95 results of nested tags (3.8 MB, under the 4 MB cap); 5 asked for. Every result was
+    // parsed (16 times its limit) on the server's thread, which this test shares: ~1 µs a
+    // character, seconds in all, and every other request waited.
+    const heavy = '<b>'.repeat(6_600);
+    brave.queue({
+      status: 200,
+      body: {
+        web: {
+          results: Array.from({ length: 95 }, (_v, i) => ({
+            title: heavy,
+            url: `https://h.example/${i}`,
+            description: heavy,
+          })),
+        },
+      },
+    });
+    const delay = monitorEventLoopDelay({ resolution: 10 });
+    delay.enable();
+    const response = await call(t, key, { query: 'heavy markup', count: 5 });
+    delay.disable();
+    expect(response.status).toBe(200);
+    expect(((await response.json()) as WebSearchResult).results).toHaveLength(5);
+    // Generous: the old code held it for seconds; a result now takes milliseconds.
+    expect(delay.max / 1e6).toBeLessThan(500);
   });
 
   it('a redirect is a 502 that says so', async () => {

@@ -4,7 +4,7 @@ import type { WebSearchConfig } from '../../config.ts';
 import { AppError } from '../../errors.ts';
 import type { Tool } from '../tool.types.ts';
 import { createTtlCache } from './cache.ts';
-import type { SearchProvider, WebPage } from './provider.ts';
+import { readable, type SearchProvider, type WebPage } from './provider.ts';
 import { braveProvider } from './providers/brave.ts';
 import { searxngProvider } from './providers/searxng.ts';
 import { tavilyProvider } from './providers/tavily.ts';
@@ -63,7 +63,7 @@ export function createWebSearchTool(deps: {
         deps.logger.warn({ provider: provider.name, status: outcome.status }, 'web search provider failed');
         throw new AppError({ code: 'upstream_error', message: outcome.message });
       }
-      const results = outcome.results.slice(0, query.count);
+      const results = await readable(outcome.results.slice(0, query.count));
       cache.set(key, results);
       return { results };
     },
