@@ -60,7 +60,9 @@ export async function attempt(
   } catch {
     return { ok: false, status: null, error: 'invalid URL', body: null };
   }
-  const target = await checkTarget(url, config.allowPrivateTargets);
+  // One deadline for the attempt, the address lookup included.
+  const deadline = AbortSignal.timeout(config.timeoutMs);
+  const target = await checkTarget(url, config.allowPrivateTargets, deadline);
   if (!target.ok) return { ok: false, status: null, error: `refused: ${target.reason}`, body: null };
   // Connect to the address just checked, whatever a second lookup would say.
   const pinned: LookupFunction = (_host, options, callback) => {
@@ -77,7 +79,7 @@ export async function attempt(
       body,
       headersTimeout: config.timeoutMs,
       bodyTimeout: config.timeoutMs,
-      signal: AbortSignal.timeout(config.timeoutMs),
+      signal: deadline,
       headers: {
         'content-type': 'application/json',
         'user-agent': 'ragport-webhooks',
@@ -129,6 +131,13 @@ export function startWebhookSender({ repo, sealer, config, logger }: WebhookSend
   let timer: NodeJS.Timeout | undefined;
   const inFlight = new Set<Promise<void>>();
   const perEndpoint = new Map<string, number>();
+  /** Endpoints paused on this worker, until when (ms). */
+  const paused = new Map<string, number>();
+  const pausedNow = () => {
+    const now = Date.now();
+    for (const [id, until] of paused) if (until <= now) paused.delete(id);
+    return [...paused.keys()];
+  };
 
   const outcomeOf = async (d: ClaimedDelivery): Promise<AttemptOutcome> => {
     if (sealer === undefined) {
@@ -151,6 +160,10 @@ export function startWebhookSender({ repo, sealer, config, logger }: WebhookSend
   const deliver = async (d: ClaimedDelivery) => {
     const outcome = await outcomeOf(d);
     const delayMs = retryDelayMs(config, d.attempts);
+    // No answer, or one that says later: the endpoint's other deliveries would each cost as much.
+    if (!outcome.ok && (outcome.status === null || outcome.status >= 500 || outcome.status === 429)) {
+      paused.set(d.endpoint_id, Math.max(paused.get(d.endpoint_id) ?? 0, Date.now() + delayMs));
+    }
     await runInBackground(() => repo.finish(d.id, workerId, outcome, { maxAttempts: config.maxAttempts, delayMs }));
     if (!outcome.ok)
       logger.debug({ delivery: d.id, attempt: d.attempts, error: outcome.error }, 'webhook attempt failed');
@@ -192,6 +205,7 @@ export function startWebhookSender({ repo, sealer, config, logger }: WebhookSend
                 perEndpoint: PER_ENDPOINT,
                 maxAttempts: config.maxAttempts,
                 inFlight: perEndpoint,
+                paused: pausedNow(),
               }),
             'polling',
           );

@@ -80,16 +80,32 @@ export function checkLiteralTarget(url: URL, allowPrivate: boolean): TargetCheck
   return { ok: true, address: host, family: family === 6 ? 6 : 4 };
 }
 
-/** Resolves the URL's host and picks an address it may be sent to. */
-export async function checkTarget(url: URL, allowPrivate: boolean): Promise<TargetCheck> {
+/**
+ * `pending`, or a rejection once `signal` aborts. A lookup cannot be cancelled (getaddrinfo runs on
+ * libuv's pool), but the attempt need not wait for it: a slow resolver held attempts 10 s and
+ * more past their timeout (64 lookups at once), each holding a sender slot.
+ */
+function withinDeadline<T>(pending: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return pending;
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise<T>((resolve, reject) => {
+    const abort = () => reject(signal.reason as Error);
+    signal.addEventListener('abort', abort, { once: true });
+    pending.then(resolve, reject).finally(() => signal.removeEventListener('abort', abort));
+  });
+}
+
+/** Resolves the URL's host (until `signal` aborts) and picks an address it may be sent to. */
+export async function checkTarget(url: URL, allowPrivate: boolean, signal?: AbortSignal): Promise<TargetCheck> {
   if (url.protocol !== 'https:' && url.protocol !== 'http:') return { ok: false, reason: 'not an http(s) URL' };
   const literal = checkLiteralTarget(url, allowPrivate);
   if (literal !== undefined) return literal;
   const host = hostOf(url);
   let addresses: { address: string; family: number }[];
   try {
-    addresses = await lookup(host, { all: true });
+    addresses = await withinDeadline(lookup(host, { all: true }), signal);
   } catch (error) {
+    if (signal?.aborted === true) return { ok: false, reason: `cannot resolve ${host}: no answer in time` };
     return { ok: false, reason: `cannot resolve ${host}: ${(error as Error).message}` };
   }
   const usable = allowPrivate ? addresses : addresses.filter((a) => isPublicAddress(a.address));

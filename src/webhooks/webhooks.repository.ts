@@ -119,21 +119,31 @@ export function createWebhooksRepository(db: Db) {
 
     /**
      * Leases due deliveries, earliest first: no more of one endpoint than `perEndpoint` with those
-     * this worker has in flight (`inFlight`, by endpoint), looked for among the earliest few
-     * hundred due, and none out of attempts. A worker that dies mid-send loses its lease, and
+     * this worker has in flight (`inFlight`, by endpoint), none of a `paused` endpoint, looked for
+     * among the earliest few hundred due, and none out of attempts. A worker that dies mid-send loses its lease, and
      * another sends the delivery again with the same id: at least once.
      */
     claim(
       workerId: string,
       leaseMs: number,
-      options: { limit: number; perEndpoint: number; maxAttempts: number; inFlight?: ReadonlyMap<string, number> },
+      options: {
+        limit: number;
+        perEndpoint: number;
+        maxAttempts: number;
+        inFlight?: ReadonlyMap<string, number>;
+        /** Endpoints not to send to now (paused after failing to answer). */
+        paused?: readonly string[];
+      },
     ): Promise<ClaimedDelivery[]> {
       const busy = [...(options.inFlight ?? new Map<string, number>())];
       const ids = sql.param(busy.map(([id]) => id));
       const counts = sql.param(busy.map(([, n]) => n));
-      // Endpoints already at their share are left out before the earliest due are taken, so a
-      // backlog of one cannot fill the look-ahead while others wait behind it.
-      const full = sql.param(busy.filter(([, n]) => n >= options.perEndpoint).map(([id]) => id));
+      // Endpoints already at their share, or paused, are left out before the earliest due are
+      // taken, so a backlog of one cannot fill the look-ahead while others wait behind it.
+      const full = sql.param([
+        ...busy.filter(([, n]) => n >= options.perEndpoint).map(([id]) => id),
+        ...(options.paused ?? []),
+      ]);
       return queryRows<ClaimedDelivery>(
         db,
         sql`update webhook_deliveries d

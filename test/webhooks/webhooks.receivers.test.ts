@@ -52,7 +52,7 @@ beforeAll(async () => {
       open.set(path, (open.get(path) ?? 0) + 1);
       mostOpen.set(path, Math.max(mostOpen.get(path) ?? 0, open.get(path) ?? 0));
       res.on('close', () => open.set(path, (open.get(path) ?? 1) - 1));
-      (behaviours[path] ?? behaviours['/ok'])?.(res);
+      (behaviours[path.startsWith('/hang/') ? '/hang' : path] ?? behaviours['/ok'])?.(res);
     });
   });
   await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
@@ -161,6 +161,25 @@ describe('many deliveries, one receiver that never answers', () => {
     await until('the first timeouts', () => (hits.filter((h) => h.path === '/hang').length > 4 ? true : undefined));
     expect(mostOpen.get('/hang')).toBe(4);
     await t.request(`/api/v1/webhooks/${hanging}`, { method: 'DELETE' });
+  });
+});
+
+describe("one tenant's many endpoints that never answer", () => {
+  it("do not hold another's delivery behind their backlog: an endpoint that did not answer is paused", async () => {
+    // 20 endpoints × 30 deliveries, every one hanging: 80 may be in flight at once, more than the
+    // 64 slots. Each wave of attempts took every slot for a timeout, and the healthy endpoint's
+    // delivery, due after all of them, waited 14 s here (~7 timeouts; 24 s at 800 deliveries in
+    // a probe); now about one.
+    const hanging: string[] = [];
+    for (let i = 0; i < 20; i++) hanging.push(await register(`/hang/${i}`));
+    const healthy = await register('/ok');
+    for (const id of hanging) await queue(id, 30);
+    const [wanted] = await queue(healthy);
+    const queuedAt = Date.now();
+    const got = await until('the healthy delivery', () => hits.find((h) => h.id === wanted), { timeoutMs: 60_000 });
+    // Sent once the first wave timed out, not after the backlog's attempts.
+    expect(got.at - queuedAt).toBeLessThan(3 * TIMEOUT_MS);
+    for (const id of hanging) await t.request(`/api/v1/webhooks/${id}`, { method: 'DELETE' });
   });
 });
 

@@ -3,6 +3,7 @@ import { loadConfig } from '../../src/config.ts';
 import { sql } from '../../src/db/orm.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 import { createCollection } from '../support/documents.ts';
+import { checkTarget } from '../../src/webhooks/target.ts';
 
 // No delivery is sent here: the endpoints' hosts never resolve, and the logged deliveries are settled.
 const URL_OF_RECEIVER = 'https://receiver.invalid/hook';
@@ -119,6 +120,14 @@ describe('webhooks and keys restricted to collections', () => {
 });
 
 describe('webhook targets', () => {
+  it("the lookup of a target's host ends with the attempt's deadline, answer or not", async () => {
+    // A resolver that does not answer held attempts 10 s and more past WEBHOOK_TIMEOUT_MS.
+    const deadline = new AbortController();
+    const checking = checkTarget(new URL('http://receiver.example.com/hook'), false, deadline.signal);
+    deadline.abort(new DOMException('timed out', 'TimeoutError'));
+    expect(await checking).toEqual({ ok: false, reason: 'cannot resolve receiver.example.com: no answer in time' });
+  });
+
   it('refuses an IP literal that is not public at registration, however it is spelled', async () => {
     for (const [url, address] of [
       ['http://10.0.0.1/', '10.0.0.1'],
