@@ -38,9 +38,28 @@ function visibleIn({ ownerKeyId, collections }: EndpointScope): SQL | undefined 
 
 export function createWebhooksRepository(db: Db) {
   return {
-    async createEndpoint(row: typeof webhookEndpoints.$inferInsert) {
-      const [created] = await db.insert(webhookEndpoints).values(row).returning();
-      return created as typeof webhookEndpoints.$inferSelect;
+    /**
+     * Inserts the endpoint unless its key already has `limit` (no limit: undefined); answers the
+     * row, or how many the key has. Registrations of one key take turns (a transaction-scoped
+     * advisory lock on the key): counted apart from the insert, 150 at once made 111 to 150.
+     */
+    async createEndpoint(
+      row: typeof webhookEndpoints.$inferInsert,
+      limit?: number,
+    ): Promise<{ created: typeof webhookEndpoints.$inferSelect } | { refused: number }> {
+      return db.transaction(async (tx) => {
+        if (limit !== undefined) {
+          const key = `ragport:webhook-endpoints:${row.keyId ?? ''}`;
+          await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${key}))`);
+          const [owned] = await tx
+            .select({ n: count() })
+            .from(webhookEndpoints)
+            .where(row.keyId == null ? isNull(webhookEndpoints.keyId) : eq(webhookEndpoints.keyId, row.keyId));
+          if ((owned?.n ?? 0) >= limit) return { refused: owned?.n ?? 0 };
+        }
+        const [created] = await tx.insert(webhookEndpoints).values(row).returning();
+        return { created: created as typeof webhookEndpoints.$inferSelect };
+      });
     },
 
     /** A page of the endpoints `scope` lets a caller see, newest first. */

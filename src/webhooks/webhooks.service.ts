@@ -94,25 +94,26 @@ export function createWebhooksService({ repo, sealer, allowPrivateTargets }: Web
       if (target?.ok === false) throw invalid(`url: ${target.reason}`, 'url');
       // Each endpoint costs the senders attempts: a key may not make them wait on hundreds of
       // endpoints that never answer. Admin keys are the operator's.
-      if (!principal.scopes.includes('admin')) {
-        const owned = await repo.countEndpoints({ ownerKeyId: ownerOf(principal), collections: null });
-        if (owned >= MAX_ENDPOINTS_PER_KEY) {
-          throw new AppError({
-            code: 'conflict',
-            message: `This API key has ${owned} webhook endpoints, the most one key may register (${MAX_ENDPOINTS_PER_KEY}); delete one first`,
-          });
-        }
-      }
+      const limit = principal.scopes.includes('admin') ? undefined : MAX_ENDPOINTS_PER_KEY;
       const secret = newSigningSecret();
-      const row = await repo.createEndpoint({
-        id: newId('whk'),
-        keyId: ownerOf(principal),
-        url: body.url,
-        events: [...body.events],
-        collectionName: collection,
-        secretSealed: sealer.seal(secret),
-      });
-      return { ...toRecord(row), secret };
+      const outcome = await repo.createEndpoint(
+        {
+          id: newId('whk'),
+          keyId: ownerOf(principal),
+          url: body.url,
+          events: [...body.events],
+          collectionName: collection,
+          secretSealed: sealer.seal(secret),
+        },
+        limit,
+      );
+      if ('refused' in outcome) {
+        throw new AppError({
+          code: 'conflict',
+          message: `This API key has ${outcome.refused} webhook endpoints, the most one key may register (${MAX_ENDPOINTS_PER_KEY}); delete one first`,
+        });
+      }
+      return { ...toRecord(outcome.created), secret };
     },
 
     async list(principal: Principal, page: number, pageSize: number) {

@@ -267,4 +267,24 @@ describe('registering endpoints', () => {
     expect(second.webhooks.map((w) => w.id)).toEqual(all.webhooks.slice(30, 60).map((w) => w.id));
     expect((await t.request('/api/v1/webhooks?page_size=1001', { key })).status).toBe(400);
   });
+
+  it('registrations sent at once do not get past the limit', async () => {
+    // Counted apart from the insert, 150 at once made 111 to 150 endpoints.
+    const { key } = await t.createKey({ name: 'racing-hooks', scopes: ['webhooks'], tier: 'enterprise' });
+    const statuses = await Promise.all(
+      Array.from({ length: 130 }, (_v, i) =>
+        t
+          .request('/api/v1/webhooks', {
+            method: 'POST',
+            key,
+            json: { url: `${base}/ok?r=${i}`, events: ['document.processed'] },
+          })
+          .then((r) => r.status),
+      ),
+    );
+    expect(statuses.filter((s) => s === 201)).toHaveLength(100);
+    expect(statuses.filter((s) => s === 409)).toHaveLength(30);
+    const listed = (await (await t.request('/api/v1/webhooks', { key })).json()) as { total: number };
+    expect(listed.total).toBe(100);
+  });
 });
