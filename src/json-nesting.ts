@@ -58,3 +58,31 @@ export function wellFormedJson<T>(text: string, value: T): T {
   };
   return fix(value) as T;
 }
+
+/** What is said of a JSON value holding a key refused everywhere (prototype poisoning). */
+export const FORBIDDEN_KEY_MESSAGE =
+  'holds a forbidden key ("__proto__", or "constructor" holding "prototype"); rename it';
+
+/**
+ * Whether a parsed JSON value holds `__proto__`, or `constructor` holding `prototype`, at any
+ * depth: the keys Fastify's JSON parser refuses in a body, refused in multipart metadata alike
+ * (where `__proto__` was dropped and `constructor.prototype` stored).
+ */
+export function holdsForbiddenKey(value: unknown): boolean {
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const item = stack.pop();
+    if (typeof item !== 'object' || item === null) continue;
+    if (Array.isArray(item)) {
+      stack.push(...(item as unknown[]));
+      continue;
+    }
+    for (const key of Object.keys(item)) {
+      const child = (item as Record<string, unknown>)[key];
+      if (key === '__proto__') return true;
+      if (key === 'constructor' && typeof child === 'object' && child !== null && 'prototype' in child) return true;
+      stack.push(child);
+    }
+  }
+  return false;
+}

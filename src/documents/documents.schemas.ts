@@ -1,5 +1,11 @@
 import { z } from 'zod';
-import { maxJsonNesting, nestsDeeperThan, wellFormedJson } from '../json-nesting.ts';
+import {
+  FORBIDDEN_KEY_MESSAGE,
+  holdsForbiddenKey,
+  maxJsonNesting,
+  nestsDeeperThan,
+  wellFormedJson,
+} from '../json-nesting.ts';
 
 export const metadataSchema = z.record(z.string(), z.unknown());
 
@@ -33,12 +39,23 @@ export const multipartFields = z.object({
         ctx.addIssue({ code: 'custom', message: `metadata is nested too deeply (more than ${maxJsonNesting} levels)` });
         return z.NEVER;
       }
+      let parsed: unknown;
       try {
-        return metadataSchema.parse(wellFormedJson(value, JSON.parse(value)));
+        parsed = JSON.parse(value);
       } catch {
         ctx.addIssue({ code: 'custom', message: 'metadata must be a JSON object' });
         return z.NEVER;
       }
+      if (holdsForbiddenKey(parsed)) {
+        ctx.addIssue({ code: 'custom', message: `metadata ${FORBIDDEN_KEY_MESSAGE}` });
+        return z.NEVER;
+      }
+      const metadata = metadataSchema.safeParse(wellFormedJson(value, parsed));
+      if (!metadata.success) {
+        ctx.addIssue({ code: 'custom', message: 'metadata must be a JSON object' });
+        return z.NEVER;
+      }
+      return metadata.data;
     }),
 });
 

@@ -63,6 +63,14 @@ async function readMultipart(request: FastifyRequest, uploadLimitBytes: number):
           throw new AppError({ code: 'invalid_value', message: oneFile });
         file = { filename: part.filename, bytes: await part.toBuffer(), contentType: part.mimetype };
       } else {
+        // Cut at the limit by the parser: refused whole, not read as the half it kept (1 MB of
+        // metadata was "metadata must be a JSON object").
+        if (part.valueTruncated) {
+          throw new AppError({
+            code: 'payload_too_large',
+            message: `Multipart field '${part.fieldname}' is larger than ${limits.fieldSize} bytes`,
+          });
+        }
         fields[part.fieldname] = typeof part.value === 'string' ? part.value : JSON.stringify(part.value);
       }
     }

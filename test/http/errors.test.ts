@@ -1,4 +1,5 @@
 import { connect } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../support/app.ts';
 
@@ -198,6 +199,81 @@ describe('bad input never yields a 500', () => {
     });
     expect(response.status).toBe(415);
     expect(await response.json()).toEqual(structured('unsupported_media_type'));
+  });
+
+  it('a compressed body, or one in another charset than UTF-8, is 415 saying so: never read as something else', async () => {
+    const collection = '/api/v1/rag/collections';
+    const body = JSON.stringify({ name: 'café' });
+    // gzip bodies were refused as "not valid JSON", an unknown coding read as plain text.
+    for (const coding of ['gzip', 'deflate', 'x-unknown']) {
+      const response = await t.request('/api/v1/keys', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'content-encoding': coding },
+        body: coding === 'x-unknown' ? JSON.stringify({ name: 'k', scopes: ['read'] }) : gzipSync(body),
+      });
+      expect(response.status, coding).toBe(415);
+      expect(await response.json()).toEqual({
+        error: {
+          message: `Content-Encoding '${coding}' is not supported: send the body uncompressed`,
+          type: 'invalid_request_error',
+          code: 'unsupported_media_type',
+        },
+      });
+    }
+    // A latin-1 é was stored as U+FFFD.
+    const latin1 = await t.request(collection, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json; charset=latin1' },
+      body: Buffer.from(body, 'latin1'),
+    });
+    expect(latin1.status).toBe(415);
+    expect(await latin1.json()).toEqual({ error: "charset 'latin1' is not supported: send the body in UTF-8" });
+    expect((await t.request(`${collection}/café`)).status).toBe(404);
+    // UTF-8, said or not, and identity are read as ever.
+    for (const headers of [
+      { 'content-type': 'application/json; charset=UTF-8', 'content-encoding': 'identity' },
+      { 'content-type': 'application/json; charset="utf-8"' },
+    ]) {
+      const response = await t.request(collection, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ name: `utf8-${Object.keys(headers).length}` }),
+      });
+      expect(response.status).toBe(201);
+    }
+  });
+
+  it('a prototype-poisoning key is refused as such, in a JSON body and in multipart metadata alike', async () => {
+    const forbidden = 'holds a forbidden key ("__proto__", or "constructor" holding "prototype"); rename it';
+    await t.request('/api/v1/rag/collections', { method: 'POST', json: { name: 'poison' } });
+    const documents = '/api/v1/rag/collections/poison/documents';
+    for (const metadata of ['{"a":{"__proto__":{"x":1}}}', '{"constructor":{"prototype":{"x":1}}}']) {
+      // It was "Request body is not valid JSON", though it is.
+      const json = await t.request(documents, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: `{"name":"p.txt","content":"x","metadata":${metadata}}`,
+      });
+      expect(json.status).toBe(400);
+      expect(((await json.json()) as { error: string }).error).toBe(`Request body ${forbidden}`);
+      // Multipart dropped __proto__ and stored constructor.prototype.
+      const form = new FormData();
+      form.append('file', new Blob(['x']), 'p.txt');
+      form.append('metadata', metadata);
+      const multipart = await t.request(documents, { method: 'POST', body: form });
+      expect(multipart.status).toBe(400);
+      expect(((await multipart.json()) as { error: string }).error).toBe(`metadata: metadata ${forbidden}`);
+    }
+  });
+
+  it('a multipart field over 1 MB is 413 saying so, not read as the part the parser kept', async () => {
+    await t.request('/api/v1/rag/collections', { method: 'POST', json: { name: 'big-fields' } });
+    const form = new FormData();
+    form.append('file', new Blob(['x']), 'f.txt');
+    form.append('metadata', JSON.stringify({ note: 'n'.repeat(1_100_000) }));
+    const response = await t.request('/api/v1/rag/collections/big-fields/documents', { method: 'POST', body: form });
+    expect(response.status).toBe(413);
+    expect(await response.json()).toEqual({ error: "Multipart field 'metadata' is larger than 1048576 bytes" });
   });
 
   it('an unknown route is 404', async () => {
