@@ -155,6 +155,10 @@ export function toAppError(error: unknown): AppError {
 
 const familyOf = (request: FastifyRequest) => request.routeOptions.config.family ?? 'structured';
 
+/** Whether the client is gone: its connection closed, or its body cut short. */
+const clientLeft = (request: FastifyRequest, reply: FastifyReply): boolean =>
+  reply.raw.destroyed || request.raw.readableAborted || request.raw.socket.destroyed;
+
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error, request, reply) => {
     // Only here is the route's own limit known: say it.
@@ -167,9 +171,14 @@ export function installErrorHandling(app: FastifyInstance): void {
           })
         : toAppError(error);
     const status = statusOf(appError);
-    // A 503 ragport decided on (not configured, shutting down, not ready yet) is a state, not a
-    // fault: one warning line, no stack (each webhook call without WEBHOOK_SIGNING_KEY logged one).
-    if (status === 503 && error instanceof AppError && error.cause === undefined) {
+    // A client that left (mid-body, or while its request waited or ran) is no fault of ragport's:
+    // what failed because of it was logged as an error with a stack (a body cut short as
+    // "Database unavailable", a queued code run as "shutting down", a web search as a 500).
+    if (clientLeft(request, reply)) {
+      request.log.info({ reason: (error as Error).message }, 'client disconnected before the answer');
+    } else if (status === 503 && error instanceof AppError && error.cause === undefined) {
+      // A 503 ragport decided on (not configured, shutting down, not ready yet) is a state, not a
+      // fault: one warning line, no stack (each webhook call without WEBHOOK_SIGNING_KEY logged one).
       request.log.warn({ code: appError.code, reason: appError.message }, 'request refused: service unavailable');
     } else if (status >= 500) request.log.error({ err: error }, 'request failed');
     if (appError.headers) void reply.headers(appError.headers);

@@ -2,6 +2,7 @@ import { connect } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../support/app.ts';
+import { until } from '../support/poll.ts';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -359,6 +360,34 @@ function rawExchange(request: string): Promise<string> {
     socket.on('error', reject);
   });
 }
+
+describe('a client that leaves', () => {
+  it('mid-body is logged as a disconnect, not as a failure of the server (nor of its database)', async () => {
+    const { port } = new URL(t.url);
+    const before = t.logs.length;
+    for (const path of ['/api/v1/keys', '/api/v1/rag/collections']) {
+      await new Promise<void>((resolve) => {
+        const socket = connect(Number(port), '127.0.0.1', () => {
+          socket.write(
+            `POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.adminKey}\r\n` +
+              'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"name":',
+          );
+          setTimeout(() => socket.destroy(), 100);
+        });
+        socket.on('close', () => resolve());
+      });
+    }
+    const lines = () => t.logs.slice(before);
+    await until(
+      'the disconnects logged',
+      () => (lines().filter((l) => l.msg === 'client disconnected before the answer').length >= 2 ? true : undefined),
+      { timeoutMs: 10_000, detail: () => JSON.stringify(lines()) },
+    );
+    // It was an error with a stack, answered as "Database unavailable" (ECONNRESET).
+    expect(lines().filter((l) => (l.level as number) >= 50)).toEqual([]);
+    expect(JSON.stringify(lines())).not.toMatch(/Database unavailable/);
+  });
+});
 
 describe('what the HTTP parser refuses before any route runs', () => {
   const huge = `X-Padding: ${'a'.repeat(20_000)}\r\n`;
