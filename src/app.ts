@@ -120,6 +120,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
 
   const baseLogger: FastifyBaseLogger = logger;
   const routes: RouteEntry[] = [];
+  const answeredEarly = (method: string, status: number) => metrics.request('unmatched', method, status, 0);
   const server = Fastify({
     loggerInstance: baseLogger,
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'request_id' }),
@@ -132,8 +133,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     // Parameters are bounded by each route's schema (a 400 in the contract's shape), not by the
     // router's 100-character default, whose 414 has fastify's own body.
     routerOptions: { maxParamLength: 16_384 },
-    frameworkErrors: frameworkErrorHandler(routes),
-    clientErrorHandler: clientErrorHandler(routes),
+    frameworkErrors: frameworkErrorHandler(routes, answeredEarly),
+    clientErrorHandler: clientErrorHandler(routes, answeredEarly),
     genReqId: (req) => {
       const incoming = req.headers['x-request-id'];
       return typeof incoming === 'string' && incomingRequestId.test(incoming) ? incoming : `req_${randomBase62(20)}`;

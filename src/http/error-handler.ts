@@ -212,11 +212,17 @@ function familyOfPath(routes: readonly RouteEntry[], path: string): ErrorFamily 
 }
 
 /**
+ * Told of each request answered before any route or hook ran (`ragport_http_requests_total`
+ * counts them as `unmatched`: they were counted nowhere).
+ */
+export type AnsweredEarly = (method: string, status: number) => void;
+
+/**
  * Fastify's `frameworkErrors`: what the router refuses before any route runs — a path segment that
  * is not valid percent-encoding, a parameter over the router's length limit — as a 400 in the
  * contract's shape for the route the path was meant for, instead of fastify's own body.
  */
-export function frameworkErrorHandler(routes: readonly RouteEntry[]) {
+export function frameworkErrorHandler(routes: readonly RouteEntry[], answered?: AnsweredEarly) {
   return (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const message =
       error.code === 'FST_ERR_BAD_URL'
@@ -228,6 +234,7 @@ export function frameworkErrorHandler(routes: readonly RouteEntry[]) {
     const family = familyOfPath(routes, (request.raw.url ?? '').split('?')[0] ?? '');
     void reply.header('x-request-id', request.id);
     void reply.code(statusOf(appError)).type('application/json; charset=utf-8').send(renderError(appError, family));
+    answered?.(request.method, statusOf(appError));
   };
 }
 
@@ -237,7 +244,7 @@ export function frameworkErrorHandler(routes: readonly RouteEntry[]) {
  * the contract's shape for the route the request line names (fastify's own body otherwise), and
  * the connection closed: the parser cannot read on from where it stopped.
  */
-export function clientErrorHandler(routes: readonly RouteEntry[]) {
+export function clientErrorHandler(routes: readonly RouteEntry[], answered?: AnsweredEarly) {
   return (error: Error & { code?: string; rawPacket?: unknown }, socket: Socket): void => {
     if (!socket.writable) {
       socket.destroy();
@@ -251,11 +258,13 @@ export function clientErrorHandler(routes: readonly RouteEntry[]) {
           : (['invalid_value', 400, 'Malformed HTTP request'] as const);
     const raw = Buffer.isBuffer(error.rawPacket) ? error.rawPacket : Buffer.alloc(0);
     const line = raw.subarray(0, 2_048).toString('latin1').split('\r\n', 1)[0] ?? '';
-    const path = (line.split(' ')[1] ?? '').split('?')[0] ?? '';
+    const [method, target] = line.split(' ');
+    const path = (target ?? '').split('?')[0] ?? '';
     const body = JSON.stringify(renderError(new AppError({ code, message }), familyOfPath(routes, path)));
     socket.end(
       `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\n` +
         `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
     );
+    answered?.(method !== undefined && /^[A-Z]{1,16}$/.test(method) ? method : 'unknown', status);
   };
 }

@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMetrics } from '../../src/metrics/metrics.ts';
@@ -74,6 +75,29 @@ describe('GET /metrics', () => {
     expect(moved('ragport_http_request_duration_seconds_count', route)).toBe(3);
     expect(moved('ragport_http_request_duration_seconds_sum', route)).toBeGreaterThan(0);
     expect(moved('ragport_http_requests_total', { route: 'unmatched', status: '404' })).toBe(1);
+  });
+
+  it('counts what is answered before any route runs: a malformed path (400), headers too large (431)', async () => {
+    const before = await samples();
+    expect((await t.request('/api/v1/rag/documents/%E0%A4%A')).status).toBe(400);
+    const { port } = new URL(t.url);
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), '127.0.0.1', () =>
+        socket.write(`GET /api/v1/models HTTP/1.1\r\nHost: x\r\nX-Padding: ${'a'.repeat(20_000)}\r\n\r\n`),
+      );
+      let received = '';
+      socket.on('data', (piece: Buffer) => (received += piece.toString()));
+      socket.on('end', () => resolve(received));
+      socket.on('error', reject);
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 431 /);
+    const after = await samples();
+    const moved = (labels: Record<string, string>) =>
+      metricValue(after, 'ragport_http_requests_total', labels) -
+      metricValue(before, 'ragport_http_requests_total', labels);
+    // Counted nowhere before.
+    expect(moved({ route: 'unmatched', method: 'GET', status: '400' })).toBe(1);
+    expect(moved({ route: 'unmatched', method: 'GET', status: '431' })).toBe(1);
   });
 
   it('reports how long statements waited for the embedded database, by priority (none on a server)', async () => {
