@@ -275,6 +275,29 @@ describe('web_search through the Brave Search API', () => {
     expect(delay.max / 1e6).toBeLessThan(500);
   });
 
+  it('a result is a web page: no javascript: or data: link, no lone surrogate', async () => {
+    brave.queue({
+      status: 200,
+      body: {
+        web: {
+          results: [
+            { title: 'XSS', url: 'javascript:alert(1)', description: 'click me' },
+            { title: 'Inline', url: 'data:text/html,<script>alert(1)</script>', description: 'x' },
+            { title: 'Half \ud800 pair', url: 'https://ok.example/', description: 'cut \udc00 here' },
+          ],
+        },
+      },
+    });
+    const response = await call(t, key, { query: 'odd links' });
+    expect(response.status).toBe(200);
+    const text = await response.text();
+    // Relayed as escapes, lone surrogates read back as invalid Unicode in most clients.
+    expect(text).not.toMatch(/\\ud[89a-f][0-9a-f]{2}/i);
+    expect((JSON.parse(text) as WebSearchResult).results).toEqual([
+      { title: 'Half \ufffd pair', url: 'https://ok.example/', snippet: 'cut \ufffd here' },
+    ]);
+  });
+
   it('a redirect is a 502 that says so', async () => {
     brave.queue(
       { status: 302, body: '', headers: { location: 'http://169.254.169.254/' } },

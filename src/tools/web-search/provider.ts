@@ -52,21 +52,25 @@ const HTML_READ = 2;
 
 /** `html`'s text, read from its first `HTML_READ` times `max` characters and cut to `max` with an ellipsis. */
 function textOf(html: string, max: number): string {
-  const text = stripHtml(html.length > max * HTML_READ ? html.slice(0, max * HTML_READ) : html);
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+  const text = stripHtml(html.length > max * HTML_READ ? html.slice(0, max * HTML_READ) : html).toWellFormed();
+  // Not cut inside a surrogate pair: the half left would be a lone surrogate in the JSON answer.
+  return text.length > max ? `${text.slice(0, max - 1).toWellFormed()}…` : text;
 }
 
+/** A result's URL is a web page's: `javascript:` or `data:` from a provider would be a link a client renders. */
+const webUrl = /^https?:\/\//i;
+
 /**
- * Maps `[{title, url, <snippetField>}]` to results, dropping entries without a URL (or with one
- * too long to be real). Title and snippet are still the provider's HTML here, cut to what
+ * Maps `[{title, url, <snippetField>}]` to results, dropping entries without a web URL (or with
+ * one too long to be real). Title and snippet are still the provider's HTML here, cut to what
  * `readable` reads: only the results kept are parsed.
  */
 export function mapResults(list: unknown, snippetField: string): WebPage[] | undefined {
   if (!Array.isArray(list)) return undefined;
   const cut = (v: unknown, max: number) => str(v).slice(0, max * HTML_READ);
   return list.filter(isRecord).flatMap((r) => {
-    const url = str(r.url);
-    if (!url || url.length > RESULT_LIMITS.url) return [];
+    const url = str(r.url).toWellFormed();
+    if (!url || url.length > RESULT_LIMITS.url || !webUrl.test(url)) return [];
     return [{ title: cut(r.title, RESULT_LIMITS.title), url, snippet: cut(r[snippetField], RESULT_LIMITS.snippet) }];
   });
 }
