@@ -53,6 +53,7 @@ const forbiddenKey = () => new AppError({ code: 'invalid_json', message: `Reques
 export function installJsonParser(app: FastifyInstance): void {
   // Before any parser reads the body (JSON, multipart, text), after authentication.
   app.addHook('preParsing', async (request) => {
+    if (request.is404) return;
     const { headers } = request;
     const hasBody = headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > 0;
     const refused = hasBody ? unreadableBody(headers) : undefined;
@@ -62,7 +63,9 @@ export function installJsonParser(app: FastifyInstance): void {
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     const text = body as string;
-    if (text.trim() === '') {
+    // No route would read it: an unknown route is a 404 whatever its body (it was a 400 for a
+    // malformed one).
+    if (request.is404 || text.trim() === '') {
       done(null, undefined);
       return;
     }

@@ -282,6 +282,14 @@ describe('bad input never yields a 500', () => {
     expect(response.status).toBe(404);
     expect(await response.json()).toEqual(structured('not_found', 'not_found_error'));
     expect((await t.request('/elsewhere', { method: 'POST' })).status).toBe(404);
+    // Whatever its body: no route would read it.
+    for (const headers of [
+      { 'content-type': 'application/json' },
+      { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+    ]) {
+      const malformed = await t.request('/api/v1/nope', { method: 'POST', headers, body: '{bad' });
+      expect(malformed.status).toBe(404);
+    }
   });
 
   it('a path the router cannot decode is a 400 in the shape of the route it was meant for', async () => {
