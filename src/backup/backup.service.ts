@@ -37,6 +37,8 @@ export function createBackupService(deps: { database: Database; logger: Logger; 
   // held, which grows until it ends: tried again until it does, or until the next backup begins
   // (which ends whatever a previous one left, in the same session).
   let retry: NodeJS.Timeout | undefined;
+  /** The last backup ending (leaving backup mode, letting its log go); never rejects. */
+  let ending: Promise<void> | undefined;
   const endLater = (end: () => Promise<void>) => {
     retry = setTimeout(() => {
       retry = undefined;
@@ -62,6 +64,9 @@ export function createBackupService(deps: { database: Database; logger: Logger; 
       underway = true;
       clearTimeout(retry);
       retry = undefined;
+      // The last one read whole may still be letting its log go (a statement's turn): waited
+      // for, not a 409 to a client asking again at once.
+      await ending;
       const begun = new Date(clock());
       let backup;
       try {
@@ -84,12 +89,16 @@ export function createBackupService(deps: { database: Database; logger: Logger; 
         if (settled) return;
         settled = true;
         const fields = { held_ms: Math.round(heldMs), seconds: (clock() - begun.getTime()) / 1_000 };
-        void end()
+        const ended: Promise<void> = end()
           .catch((endError: unknown) => {
             logger.error({ err: endError }, 'the database could not leave backup mode; trying again every 30 s');
             endLater(end);
           })
-          .finally(() => (underway = false));
+          .finally(() => {
+            if (ending === ended) ending = undefined;
+          });
+        ending = ended;
+        underway = false;
         if (error) logger.warn({ ...fields, err: error }, 'backup not read whole');
         else logger.info(fields, 'backup read');
       };
